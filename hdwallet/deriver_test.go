@@ -251,3 +251,18 @@ func TestWallet_RedactedInFmtAndSlog(t *testing.T) {
 	require.NotContains(t, out, "xprv")
 	require.Contains(t, out, "REDACTED")
 }
+
+func TestWallet_DeriverAccountKeyIsPublicAccountNode(t *testing.T) {
+	t.Parallel()
+	w := junkWallet(t)
+	k := w.Deriver().AccountKey()
+	require.False(t, k.IsPrivate())
+	require.Equal(t, uint8(4), k.Depth())
+	require.Equal(t, w.Deriver().XPub(), k.Serialize())
+	require.Equal(t, "[REDACTED]", w.String())
+	require.Equal(t, "hdwallet.Wallet{[REDACTED]}", w.GoString())
+	m, err := ParseMnemonic(junkMnemonic)
+	require.NoError(t, err)
+	require.Equal(t, "[REDACTED]", m.String())
+	require.Equal(t, "hdwallet.Mnemonic{[REDACTED]}", m.GoString())
+}

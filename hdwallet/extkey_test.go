@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 )
 
@@ -197,4 +198,38 @@ func TestDepositPath(t *testing.T) {
 	b, _ := DepositPath(2)
 	require.NotEqual(t, a, b)
 	require.Equal(t, AccountPath, accountPath.String())
+}
+
+func TestExtendedKey_FingerprintsLinkParentAndChild(t *testing.T) {
+	t.Parallel()
+	seed, _ := hex.DecodeString("000102030405060708090a0b0c0d0e0f")
+	master, err := NewMasterKey(seed)
+	require.NoError(t, err)
+	fp := master.Fingerprint()
+	require.Equal(t, "3442193e", hex.EncodeToString(fp[:]), "BIP-32 vector 1 master fingerprint")
+	child, err := master.Child(HardenedOffset)
+	require.NoError(t, err)
+	require.Equal(t, master.Fingerprint(), child.ParentFingerprint())
+	require.Equal(t, HardenedOffset, child.ChildIndex())
+	require.Equal(t, [4]byte{}, master.ParentFingerprint())
+
+	// The go-ethereum key forms agree with each other and with Address.
+	priv, err := child.ECDSAPrivateKey()
+	require.NoError(t, err)
+	pub := child.Public().ECDSAPublicKey()
+	require.True(t, priv.PublicKey.Equal(pub))
+	require.Equal(t, child.Address(), crypto.PubkeyToAddress(*pub))
+}
+
+func TestExtendedKey_StringAndLogValue(t *testing.T) {
+	t.Parallel()
+	seed, _ := hex.DecodeString("000102030405060708090a0b0c0d0e0f")
+	master, err := NewMasterKey(seed)
+	require.NoError(t, err)
+	require.Equal(t, "[REDACTED]", master.String())
+	require.Equal(t, "hdwallet.ExtendedKey{[REDACTED]}", master.GoString())
+	require.Equal(t, "[REDACTED]", master.LogValue().String())
+	xpub := master.Public().Serialize()
+	require.Equal(t, "hdwallet.ExtendedKey{"+xpub+"}", master.Public().GoString())
+	require.Equal(t, xpub, master.Public().LogValue().String())
 }
