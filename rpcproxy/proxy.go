@@ -28,6 +28,7 @@ import (
 type Proxy struct {
 	cfg       Config
 	upstream  *url.URL
+	upstreamS string
 	transport *http.Transport
 	policy    *policy
 	lim       *limiter // nil when rate limiting is off
@@ -62,6 +63,7 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:       cfg,
 		upstream:  u,
+		upstreamS: u.String(),
 		policy:    pol,
 		log:       cfg.Logger,
 		keyHeader: textproto.CanonicalMIMEHeaderKey(cfg.ClientKeyHeader),
@@ -300,7 +302,7 @@ func readBody(buf []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 // transport may still read it after roundTrip returns, so it must not be
 // reused.
 func (p *Proxy) roundTrip(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstreamS, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
