@@ -1,0 +1,17 @@
+package store
+
+import "errors"
+
+// Sentinel errors. Implementations wrap them with %w so callers test with
+// errors.Is; the HTTP layer maps them to statuses in one place.
+var (
+	// ErrNotFound: the record does not exist (or is not visible to the caller).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a uniqueness constraint was violated, or an optimistic
+	// update lost a race (the record changed since it was read).
+	ErrConflict = errors.New("conflict")
+	// ErrLocked: a named lock is held by another process.
+	ErrLocked = errors.New("lock held by another process")
+	// ErrUnavailable: the database cannot be reached or cannot write.
+	ErrUnavailable = errors.New("database unavailable")
+)

@@ -1,0 +1,209 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+const (
+	blockColumns = `number, hash, parent_hash, timestamp, miner, gas_limit, gas_used, base_fee_wei,
+	tx_count, indexed_at`
+	txColumns = `hash, block_number, block_hash, tx_index, from_address, to_address, value_wei,
+	nonce, gas, type, gas_price_wei, max_fee_wei, max_priority_fee_wei, input`
+)
+
+var (
+	blockColumnList = splitColumns(blockColumns)
+	txColumnList    = splitColumns(txColumns)
+)
+
+func splitColumns(cols string) []string {
+	parts := strings.Split(cols, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+func blockRow(b *store.Block) []any {
+	return []any{b.Number, b.Hash, b.ParentHash, b.Timestamp, b.Miner, b.GasLimit, b.GasUsed,
+		b.BaseFeeWei, b.TxCount, b.IndexedAt}
+}
+
+func txRow(t *store.Transaction) []any {
+	input := t.Input
+	if input == nil {
+		input = []byte{}
+	}
+	return []any{t.Hash, t.BlockNumber, t.BlockHash, t.Index, t.From, t.To, t.ValueWei, t.Nonce,
+		t.Gas, t.Type, t.GasPriceWei, t.MaxFeeWei, t.MaxPriorityFeeWei, input}
+}
+
+// InsertBlocks implements store.ChainStore.
+func (s *Store) InsertBlocks(ctx context.Context, blocks []store.Block, txs []store.Transaction) error {
+	if len(blocks) == 0 && len(txs) == 0 {
+		return nil
+	}
+	brows := make([][]any, len(blocks))
+	for i := range blocks {
+		brows[i] = blockRow(&blocks[i])
+	}
+	trows := make([][]any, len(txs))
+	for i := range txs {
+		trows[i] = txRow(&txs[i])
+	}
+	return s.withTx(ctx, func(t *Store) error {
+		if err := t.bulkInsert(ctx, "blocks", blockColumnList, brows); err != nil {
+			return err
+		}
+		return t.bulkInsert(ctx, "transactions", txColumnList, trows)
+	})
+}
+
+// bulkInsert inserts rows inside the current transaction, by COPY where the
+// dialect has it and by a prepared statement otherwise.
+func (s *Store) bulkInsert(ctx context.Context, table string, cols []string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if s.d.CopyIn != nil {
+		return s.wrap(s.d.CopyIn(ctx, s.tx, table, cols, rows))
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
+		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
+	stmt, err := s.tx.PrepareContext(ctx, s.qc.rebind(q))
+	if err != nil {
+		return s.wrap(err)
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		if _, err := stmt.ExecContext(ctx, r...); err != nil {
+			return s.wrap(err)
+		}
+	}
+	return nil
+}
+
+// GetBlock implements store.ChainStore.
+func (s *Store) GetBlock(ctx context.Context, number uint64) (store.Block, error) {
+	var b store.Block
+	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks WHERE number = ?`, number)
+	return b, err
+}
+
+// GetBlockByHash implements store.ChainStore.
+func (s *Store) GetBlockByHash(ctx context.Context, hash common.Hash) (store.Block, error) {
+	var b store.Block
+	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks WHERE hash = ?`, hash)
+	return b, err
+}
+
+// LatestBlock implements store.ChainStore.
+func (s *Store) LatestBlock(ctx context.Context) (store.Block, error) {
+	var b store.Block
+	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks ORDER BY number DESC LIMIT 1`)
+	return b, err
+}
+
+// ListBlockHashes implements store.ChainStore.
+func (s *Store) ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error) {
+	var rows []struct {
+		Number uint64      `db:"number"`
+		Hash   common.Hash `db:"hash"`
+	}
+	if err := s.sel(ctx, &rows, `SELECT number, hash FROM blocks WHERE number >= ? AND number <= ?`, from, to); err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]common.Hash, len(rows))
+	for _, r := range rows {
+		out[r.Number] = r.Hash
+	}
+	return out, nil
+}
+
+// DeleteBlocksFrom implements store.ChainStore.
+func (s *Store) DeleteBlocksFrom(ctx context.Context, number uint64) (int64, error) {
+	var n int64
+	err := s.withTx(ctx, func(t *Store) error {
+		if _, err := t.exec(ctx, `DELETE FROM transactions WHERE block_number >= ?`, number); err != nil {
+			return err
+		}
+		res, err := t.exec(ctx, `DELETE FROM blocks WHERE number >= ?`, number)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// GetTx implements store.ChainStore.
+func (s *Store) GetTx(ctx context.Context, hash common.Hash) (store.Transaction, error) {
+	var t store.Transaction
+	err := s.get(ctx, &t, `SELECT `+txColumns+` FROM transactions WHERE hash = ?`, hash)
+	return t, err
+}
+
+// ListTxsByBlock implements store.ChainStore.
+func (s *Store) ListTxsByBlock(ctx context.Context, number uint64) ([]store.Transaction, error) {
+	var ts []store.Transaction
+	err := s.sel(ctx, &ts, `SELECT `+txColumns+` FROM transactions WHERE block_number = ?
+		ORDER BY tx_index`, number)
+	return ts, err
+}
+
+// ListTxsByAddress implements store.ChainStore.
+func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, n int) ([]store.Transaction, error) {
+	if beforeBlock == 0 || beforeBlock > math.MaxInt64 {
+		beforeBlock, beforeIndex = math.MaxInt64, 0
+	}
+	n = limit(n, 50, 1000)
+	// Two index range scans (to, from) merged, instead of an OR that
+	// defeats both indexes.
+	const page = `SELECT ` + txColumns + ` FROM transactions WHERE %s = ?
+		AND (block_number < ? OR (block_number = ? AND tx_index < ?))
+		ORDER BY block_number DESC, tx_index DESC LIMIT ?`
+	q := `SELECT ` + txColumns + ` FROM (
+		SELECT * FROM (` + fmt.Sprintf(page, "to_address") + `) AS t_to
+		UNION
+		SELECT * FROM (` + fmt.Sprintf(page, "from_address") + `) AS t_from
+	) AS t ORDER BY block_number DESC, tx_index DESC LIMIT ?`
+	var ts []store.Transaction
+	err := s.sel(ctx, &ts, q,
+		addr, beforeBlock, beforeBlock, beforeIndex, n,
+		addr, beforeBlock, beforeBlock, beforeIndex, n,
+		n)
+	return ts, err
+}
+
+// ListTxsToInvoices implements store.ChainStore.
+func (s *Store) ListTxsToInvoices(ctx context.Context, number uint64) ([]store.InvoiceTx, error) {
+	var ts []store.InvoiceTx
+	err := s.sel(ctx, &ts, `SELECT t.hash, t.block_number, t.block_hash, t.tx_index, t.from_address,
+			t.to_address, t.value_wei, t.nonce, t.gas, t.type, t.gas_price_wei, t.max_fee_wei,
+			t.max_priority_fee_wei, t.input, i.id AS invoice_id
+		FROM transactions t JOIN invoices i ON i.deposit_address = t.to_address
+		WHERE t.block_number = ? ORDER BY t.tx_index`, number)
+	return ts, err
+}
+
+// InsertReorg implements store.ChainStore.
+func (s *Store) InsertReorg(ctx context.Context, r *store.Reorg) error {
+	return s.namedGet(ctx, &r.ID, `INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at)
+		VALUES (:fork_block, :depth, :old_hashes, :new_hashes, :detected_at) RETURNING id`, r)
+}
+
+// ListReorgs implements store.ChainStore.
+func (s *Store) ListReorgs(ctx context.Context, afterID int64, n int) ([]store.Reorg, error) {
+	var rs []store.Reorg
+	err := s.sel(ctx, &rs, `SELECT id, fork_block, depth, old_hashes, new_hashes, detected_at
+		FROM reorgs WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit(n, 100, 1000))
+	return rs, err
+}

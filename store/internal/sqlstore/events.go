@@ -1,0 +1,47 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+const eventColumns = `id, type, merchant_id, invoice_id, data, created_at, dispatched_at`
+
+// InsertEvent implements store.EventStore.
+func (s *Store) InsertEvent(ctx context.Context, e *store.Event) error {
+	return s.namedGet(ctx, &e.ID, `INSERT INTO events (type, merchant_id, invoice_id, data, created_at, dispatched_at)
+		VALUES (:type, :merchant_id, :invoice_id, :data, :created_at, :dispatched_at) RETURNING id`, e)
+}
+
+// GetEvent implements store.EventStore.
+func (s *Store) GetEvent(ctx context.Context, id int64) (store.Event, error) {
+	var e store.Event
+	err := s.get(ctx, &e, `SELECT `+eventColumns+` FROM events WHERE id = ?`, id)
+	return e, err
+}
+
+// ListEventsByInvoice implements store.EventStore.
+func (s *Store) ListEventsByInvoice(ctx context.Context, invoiceID int64) ([]store.Event, error) {
+	var es []store.Event
+	err := s.sel(ctx, &es, `SELECT `+eventColumns+` FROM events WHERE invoice_id = ? ORDER BY id`, invoiceID)
+	return es, err
+}
+
+// ClaimUndispatchedEvents implements store.EventStore.
+func (s *Store) ClaimUndispatchedEvents(ctx context.Context, n int) ([]store.Event, error) {
+	var es []store.Event
+	err := s.sel(ctx, &es, `SELECT `+eventColumns+` FROM events WHERE dispatched_at IS NULL
+		ORDER BY id LIMIT ?`+s.d.SkipLocked, limit(n, 100, 1000))
+	return es, err
+}
+
+// MarkEventDispatched implements store.EventStore.
+func (s *Store) MarkEventDispatched(ctx context.Context, id int64, at time.Time) error {
+	res, err := s.exec(ctx, `UPDATE events SET dispatched_at = ? WHERE id = ?`, at, id)
+	if err != nil {
+		return err
+	}
+	return mustAffect(res)
+}

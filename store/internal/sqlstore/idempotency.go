@@ -1,0 +1,58 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+const idempotencyColumns = `merchant_id, key, request_hash, status, response_status, response_body,
+	invoice_id, locked_until, created_at, expires_at`
+
+// CreateIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
+	_, err := s.namedExec(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
+		VALUES (:merchant_id, :key, :request_hash, :status, :response_status, :response_body,
+			:invoice_id, :locked_until, :created_at, :expires_at)`, rec)
+	return err
+}
+
+// GetIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (store.IdempotencyRecord, error) {
+	var rec store.IdempotencyRecord
+	err := s.get(ctx, &rec, `SELECT `+idempotencyColumns+` FROM idempotency_keys
+		WHERE merchant_id = ? AND key = ?`, merchantID, key)
+	return rec, err
+}
+
+// UpdateIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) UpdateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
+	res, err := s.namedExec(ctx, `UPDATE idempotency_keys SET request_hash = :request_hash,
+			status = :status, response_status = :response_status, response_body = :response_body,
+			invoice_id = :invoice_id, locked_until = :locked_until, expires_at = :expires_at
+		WHERE merchant_id = :merchant_id AND key = :key`, rec)
+	if err != nil {
+		return err
+	}
+	return mustAffect(res)
+}
+
+// DeleteIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) DeleteIdempotencyRecord(ctx context.Context, merchantID int64, key string) error {
+	res, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key)
+	if err != nil {
+		return err
+	}
+	return mustAffect(res)
+}
+
+// DeleteExpiredIdempotencyRecords implements store.IdempotencyStore.
+func (s *Store) DeleteExpiredIdempotencyRecords(ctx context.Context, now time.Time) (int64, error) {
+	res, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at < ? AND status = ?`,
+		now, store.IdempotencyDone)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,209 @@
+// Package sqlstore is the SQL shared by store/postgres and store/sqlite.
+//
+// Queries are written once, with ? placeholders rebound per dialect. What
+// differs between the databases (row locks, bulk insert, error codes, named
+// locks) comes from the Dialect.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Dialect is what differs between database engines.
+type Dialect struct {
+	// Name is "postgres" or "sqlite".
+	Name string
+	// BindType is sqlx.DOLLAR or sqlx.QUESTION.
+	BindType int
+	// ForUpdate is appended to a SELECT to lock its rows until the
+	// transaction ends ("" where the engine has one writer at a time).
+	ForUpdate string
+	// SkipLocked is appended to a claiming SELECT so that concurrent
+	// claimers skip each other's rows.
+	SkipLocked string
+	// Classify maps a driver error to a store sentinel (ErrConflict,
+	// ErrUnavailable), or returns nil when it is none of them.
+	Classify func(error) error
+	// CopyIn inserts rows in bulk inside tx; nil means row-by-row inserts
+	// with a prepared statement.
+	CopyIn func(ctx context.Context, tx *sqlx.Tx, table string, columns []string, rows [][]any) error
+}
+
+// Store implements store.Tx over an sqlx handle; Store.InTx hands out a
+// transaction-bound copy.
+type Store struct {
+	db *sqlx.DB
+	q  sqlx.ExtContext // db, or the transaction
+	tx *sqlx.Tx        // set inside InTx
+	d  *Dialect
+	qc *queryCache
+}
+
+// New returns a Store using db.
+func New(db *sqlx.DB, d *Dialect) *Store {
+	return &Store{db: db, q: db, d: d, qc: &queryCache{bind: d.BindType}}
+}
+
+// DB returns the underlying handle.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return s.wrap(err)
+	}
+	return nil
+}
+
+// Close closes the database handle.
+func (s *Store) Close() error { return s.db.Close() }
+
+// InTx runs fn in one transaction, committing on nil and rolling back on an
+// error or a panic.
+func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) (err error) {
+	if s.tx != nil {
+		return errors.New("store: InTx called inside a transaction")
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return s.wrap(err)
+	}
+	inner := &Store{db: s.db, q: tx, tx: tx, d: s.d, qc: s.qc}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(inner); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(err)
+	}
+	return nil
+}
+
+// withTx runs fn in the current transaction, or in a new one when s is not
+// inside one (for methods that need several statements to be atomic).
+func (s *Store) withTx(ctx context.Context, fn func(*Store) error) error {
+	if s.tx != nil {
+		return fn(s)
+	}
+	return s.InTx(ctx, func(t store.Tx) error { return fn(t.(*Store)) })
+}
+
+// wrap classifies a driver error: sql.ErrNoRows becomes store.ErrNotFound,
+// unique violations store.ErrConflict, lost connections store.ErrUnavailable.
+func (s *Store) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if sentinel := s.d.Classify(err); sentinel != nil {
+		return fmt.Errorf("%w: %v", sentinel, err)
+	}
+	return err
+}
+
+func (s *Store) get(ctx context.Context, dest any, q string, args ...any) error {
+	return s.wrap(sqlx.GetContext(ctx, s.q, dest, s.qc.rebind(q), args...))
+}
+
+func (s *Store) sel(ctx context.Context, dest any, q string, args ...any) error {
+	return s.wrap(sqlx.SelectContext(ctx, s.q, dest, s.qc.rebind(q), args...))
+}
+
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	res, err := s.q.ExecContext(ctx, s.qc.rebind(q), args...)
+	return res, s.wrap(err)
+}
+
+// namedGet runs a query with :name parameters bound from arg's db tags and
+// scans one row into dest.
+func (s *Store) namedGet(ctx context.Context, dest any, q string, arg any) error {
+	nq, args, err := sqlx.Named(q, arg)
+	if err != nil {
+		return err
+	}
+	return s.get(ctx, dest, nq, args...)
+}
+
+func (s *Store) namedExec(ctx context.Context, q string, arg any) (sql.Result, error) {
+	nq, args, err := sqlx.Named(q, arg)
+	if err != nil {
+		return nil, err
+	}
+	return s.exec(ctx, nq, args...)
+}
+
+// in expands slice arguments of a query with IN (?) and runs it with sel.
+func (s *Store) selIn(ctx context.Context, dest any, q string, args ...any) error {
+	eq, eargs, err := sqlx.In(q, args...)
+	if err != nil {
+		return err
+	}
+	return s.wrap(sqlx.SelectContext(ctx, s.q, dest, sqlx.Rebind(s.d.BindType, eq), eargs...))
+}
+
+func (s *Store) execIn(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	eq, eargs, err := sqlx.In(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.q.ExecContext(ctx, sqlx.Rebind(s.d.BindType, eq), eargs...)
+	return res, s.wrap(err)
+}
+
+// queryCache remembers rebound queries: the text is static, so each is
+// rebound once.
+type queryCache struct {
+	bind int
+	m    sync.Map // string → string
+}
+
+func (c *queryCache) rebind(q string) string {
+	if c.bind == sqlx.QUESTION {
+		return q
+	}
+	if v, ok := c.m.Load(q); ok {
+		return v.(string)
+	}
+	r := sqlx.Rebind(c.bind, q)
+	c.m.Store(q, r)
+	return r
+}
+
+// limit returns n, or def when n is not positive, capped at max.
+func limit(n, def, max int) int {
+	if n <= 0 {
+		return def
+	}
+	if n > max {
+		return max
+	}
+	return n
+}
+
+// mustAffect turns "no row updated" into ErrNotFound.
+func mustAffect(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+const sweepTxColumns = `id, invoice_id, kind, from_address, to_address, nonce, value_wei, gas_limit,
+	max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status, block_number, gas_used, fee_wei,
+	created_at, updated_at, sent_at, mined_at`
+
+// CreateSweepTx implements store.SweepStore.
+func (s *Store) CreateSweepTx(ctx context.Context, t *store.SweepTx) error {
+	return s.namedGet(ctx, &t.ID, `INSERT INTO sweep_txs (invoice_id, kind, from_address, to_address,
+			nonce, value_wei, gas_limit, max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status,
+			block_number, gas_used, fee_wei, created_at, updated_at, sent_at, mined_at)
+		VALUES (:invoice_id, :kind, :from_address, :to_address, :nonce, :value_wei, :gas_limit,
+			:max_fee_wei, :max_priority_fee_wei, :tx_hash, :raw_tx, :status, :block_number,
+			:gas_used, :fee_wei, :created_at, :updated_at, :sent_at, :mined_at)
+		RETURNING id`, t)
+}
+
+// UpdateSweepTx implements store.SweepStore.
+func (s *Store) UpdateSweepTx(ctx context.Context, t store.SweepTx) error {
+	res, err := s.namedExec(ctx, `UPDATE sweep_txs SET status = :status, block_number = :block_number,
+			gas_used = :gas_used, fee_wei = :fee_wei, updated_at = :updated_at, sent_at = :sent_at,
+			mined_at = :mined_at
+		WHERE id = :id`, t)
+	if err != nil {
+		return err
+	}
+	return mustAffect(res)
+}
+
+// ListSweepTxsByInvoice implements store.SweepStore.
+func (s *Store) ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]store.SweepTx, error) {
+	var ts []store.SweepTx
+	err := s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE invoice_id = ? ORDER BY id`, invoiceID)
+	return ts, err
+}
+
+// ListSweepTxsByStatus implements store.SweepStore.
+func (s *Store) ListSweepTxsByStatus(ctx context.Context, statuses []string, n int) ([]store.SweepTx, error) {
+	var ts []store.SweepTx
+	err := s.selIn(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE status IN (?)
+		ORDER BY id LIMIT ?`, statuses, limit(n, 100, 10000))
+	return ts, err
+}
+
+// ListSweepTxsMinedSince implements store.SweepStore.
+func (s *Store) ListSweepTxsMinedSince(ctx context.Context, from common.Address, since time.Time) ([]store.SweepTx, error) {
+	var ts []store.SweepTx
+	err := s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs
+		WHERE from_address = ? AND mined_at >= ? ORDER BY id`, from, since)
+	return ts, err
+}
+
+// ReserveNonce implements store.SweepStore.
+func (s *Store) ReserveNonce(ctx context.Context, addr common.Address, chainNonce uint64) (uint64, error) {
+	var n uint64
+	err := s.get(ctx, &n, `INSERT INTO wallet_nonces (address, next_nonce) VALUES (?, ?)
+		ON CONFLICT (address) DO UPDATE SET next_nonce = CASE
+			WHEN wallet_nonces.next_nonce > excluded.next_nonce - 1 THEN wallet_nonces.next_nonce + 1
+			ELSE excluded.next_nonce END
+		RETURNING next_nonce - 1`, addr, chainNonce+1)
+	return n, err
+}

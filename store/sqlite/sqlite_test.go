@@ -1,0 +1,39 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/storetest"
+)
+
+func open(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func TestOpen_Twice_MigratesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "evmpay.db")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, sqlite.Config{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	st, err = sqlite.Open(ctx, path, sqlite.Config{})
+	require.NoError(t, err)
+	defer st.Close()
+	var n int
+	require.NoError(t, st.DB().Get(&n, `SELECT COUNT(*) FROM schema_migrations`))
+	require.Equal(t, 1, n)
+}

@@ -1,0 +1,505 @@
+package storetest
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+func testAmountRoundTrip(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	max := maxUint256()
+	inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+		inv.AmountWei = max
+		inv.PaidWei = store.MustParseAmount("115792089237316195423570985008687907853269984665640564039457584007913129639934")
+		dust := store.NewAmount(1)
+		inv.DustWei = &dust
+	})
+	got, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Equal(t, max.String(), got.AmountWei.String())
+	require.Equal(t, "115792089237316195423570985008687907853269984665640564039457584007913129639935", got.AmountWei.String())
+	require.Equal(t, inv.PaidWei.String(), got.PaidWei.String())
+	require.Nil(t, got.SweptWei)
+	require.Equal(t, "1", got.DustWei.String())
+
+	p := store.Payment{InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
+		BlockNumber: 7, BlockHash: randHash(), From: randAddr(), AmountWei: max, CreatedAt: now()}
+	require.NoError(t, st.InsertPayment(ctx, &p))
+	ps, err := st.ListPaymentsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, max, ps[0].AmountWei)
+}
+
+func testMerchantCRUD(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	got, err := st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, m.APIKeyDigest, got.APIKeyDigest)
+	require.Equal(t, m.SettlementAddress, got.SettlementAddress)
+	require.Equal(t, m.WebhookSecretCiphertext, got.WebhookSecretCiphertext)
+	requireTime(t, m.CreatedAt, got.CreatedAt)
+	require.Nil(t, got.DisabledAt)
+
+	byDigest, err := st.GetMerchantByAPIKeyDigest(ctx, m.APIKeyDigest)
+	require.NoError(t, err)
+	require.Equal(t, m.ID, byDigest.ID)
+
+	m.WebhookURL = "https://example.org/other"
+	m.APIKeyDigest = randBytes(32)
+	m.SettlementAddress = randAddr()
+	disabled := now().Add(time.Hour)
+	m.DisabledAt = &disabled
+	require.NoError(t, st.UpdateMerchant(ctx, m))
+	got, err = st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://example.org/other", got.WebhookURL)
+	require.Equal(t, m.SettlementAddress, got.SettlementAddress)
+	requireTimePtr(t, m.DisabledAt, got.DisabledAt)
+
+	_, err = st.GetMerchantByAPIKeyDigest(ctx, byDigest.APIKeyDigest)
+	require.ErrorIs(t, err, store.ErrNotFound, "the old digest no longer finds the merchant")
+	_, err = st.GetMerchant(ctx, m.ID+1000)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, st.UpdateMerchant(ctx, store.Merchant{ID: m.ID + 1000, SettlementAddress: randAddr(), WebhookSecretCiphertext: []byte{1}, APIKeyDigest: []byte{1}}), store.ErrNotFound)
+
+	newMerchant(t, st)
+	all, err := st.ListMerchants(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+}
+
+func testMerchantConflict(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	dup := m
+	dup.ID = 0
+	require.ErrorIs(t, st.CreateMerchant(ctx, &dup), store.ErrConflict)
+}
+
+func testInvoiceCRUD(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+		inv.OrderID = "order-1"
+		inv.Description = "two coffees"
+		inv.Metadata = store.RawJSON(`{"table": 4, "note": "ünïcode"}`)
+	})
+	require.EqualValues(t, 1, inv.Version)
+	got, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Equal(t, inv.DepositAddress, got.DepositAddress)
+	require.Equal(t, inv.DerivationIndex, got.DerivationIndex)
+	require.Equal(t, "order-1", got.OrderID)
+	require.JSONEq(t, `{"table": 4, "note": "ünïcode"}`, string(got.Metadata))
+	require.Equal(t, store.SweepNone, got.SweepStatus)
+	require.Nil(t, got.SweepTxHash)
+	require.Nil(t, got.PaidAt)
+	requireTime(t, inv.ExpiresAt, got.ExpiresAt)
+	require.False(t, got.Underpaid)
+
+	byToken, err := st.GetInvoiceByLookupTokenHash(ctx, inv.LookupTokenHash)
+	require.NoError(t, err)
+	require.Equal(t, inv.ID, byToken.ID)
+
+	paidAt := now().Add(time.Minute)
+	txHash := common.HexToHash("0xabc")
+	got.Status = store.StatusPaid
+	got.PaidWei = store.MustParseAmount("1600000000000000000")
+	got.Overpaid = true
+	got.PaidAt = &paidAt
+	got.SweepStatus = store.SweepSent
+	got.SweepTxHash = &txHash
+	got.SweepError = "nonce too low"
+	got.UpdatedAt = paidAt
+	require.NoError(t, st.UpdateInvoice(ctx, &got))
+	require.EqualValues(t, 2, got.Version)
+
+	again, err := st.GetInvoiceForUpdate(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPaid, again.Status)
+	require.Equal(t, "1600000000000000000", again.PaidWei.String())
+	require.True(t, again.Overpaid)
+	requireTimePtr(t, &paidAt, again.PaidAt)
+	require.Equal(t, txHash, *again.SweepTxHash)
+	require.Equal(t, "nonce too low", again.SweepError)
+	require.EqualValues(t, 2, again.Version)
+
+	_, err = st.GetInvoice(ctx, inv.ID+1000)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.GetInvoiceByLookupTokenHash(ctx, randBytes(32))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	missing := store.Invoice{ID: inv.ID + 1000, Version: 1, Status: store.StatusPaid, SweepStatus: store.SweepNone}
+	require.ErrorIs(t, st.UpdateInvoice(ctx, &missing), store.ErrNotFound)
+}
+
+func testInvoiceStaleVersion(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	a, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	b := a
+	a.Status = store.StatusPaid
+	require.NoError(t, st.UpdateInvoice(ctx, &a))
+	b.Status = store.StatusExpired
+	require.ErrorIs(t, st.UpdateInvoice(ctx, &b), store.ErrConflict)
+	got, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPaid, got.Status, "the stale write changed nothing")
+}
+
+func testInvoiceUnique(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	cases := map[string]func(*store.Invoice){
+		"deposit address":  func(i *store.Invoice) { i.DepositAddress = inv.DepositAddress },
+		"derivation index": func(i *store.Invoice) { i.DerivationIndex = inv.DerivationIndex },
+		"lookup token":     func(i *store.Invoice) { i.LookupTokenHash = inv.LookupTokenHash },
+	}
+	for name, mutate := range cases {
+		dup := inv
+		dup.ID = 0
+		dup.DepositAddress = randAddr()
+		dup.DerivationIndex = inv.DerivationIndex + 100
+		dup.LookupTokenHash = randBytes(32)
+		mutate(&dup)
+		require.ErrorIs(t, st.CreateInvoice(ctx, &dup), store.ErrConflict, name)
+	}
+	list, err := st.ListInvoices(ctx, store.InvoiceFilter{})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+}
+
+func testInvoiceList(t *testing.T, st store.Store) {
+	m1 := newMerchant(t, st)
+	m2 := newMerchant(t, st)
+	var ids []int64
+	for i := 0; i < 5; i++ {
+		inv := newInvoice(t, st, m1.ID, func(inv *store.Invoice) {
+			inv.CreatedAt = now().Add(time.Duration(i) * time.Hour)
+			if i%2 == 1 {
+				inv.Status = store.StatusExpired
+			}
+		})
+		ids = append(ids, inv.ID)
+	}
+	newInvoice(t, st, m2.ID)
+
+	all, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m1.ID})
+	require.NoError(t, err)
+	require.Len(t, all, 5)
+	require.Equal(t, ids[4], all[0].ID, "newest first")
+
+	page1, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m1.ID, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[4], ids[3]}, invoiceIDs(page1))
+	page2, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m1.ID, Limit: 2, BeforeID: page1[1].ID})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[2], ids[1]}, invoiceIDs(page2))
+
+	expired, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m1.ID, Statuses: []string{store.StatusExpired}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[3], ids[1]}, invoiceIDs(expired))
+
+	ranged, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m1.ID,
+		CreatedAfter: now().Add(time.Hour), CreatedBefore: now().Add(3 * time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ids[2], ids[1]}, invoiceIDs(ranged))
+
+	counts, err := st.CountInvoicesByStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{store.StatusPending: 4, store.StatusExpired: 2}, counts)
+}
+
+func invoiceIDs(invs []store.Invoice) []int64 {
+	ids := make([]int64, len(invs))
+	for i := range invs {
+		ids[i] = invs[i].ID
+	}
+	return ids
+}
+
+func testInvoiceByDepositAddress(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID)
+	newInvoice(t, st, m.ID)
+	got, err := st.InvoicesByDepositAddress(ctx, []common.Address{b.DepositAddress, randAddr(), a.DepositAddress})
+	require.NoError(t, err)
+	require.Equal(t, []int64{a.ID, b.ID}, invoiceIDs(got))
+	none, err := st.InvoicesByDepositAddress(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func testInvoiceExpiring(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	old := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.ExpiresAt = now().Add(-time.Minute) })
+	atNow := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.ExpiresAt = now() })
+	newInvoice(t, st, m.ID, func(i *store.Invoice) { i.ExpiresAt = now().Add(time.Microsecond) })
+	newInvoice(t, st, m.ID, func(i *store.Invoice) {
+		i.ExpiresAt = now().Add(-time.Hour)
+		i.Status = store.StatusPaid
+	})
+	got, err := st.ListExpiring(ctx, now(), 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{old.ID, atNow.ID}, invoiceIDs(got))
+}
+
+func testDerivationIndex(t *testing.T, st store.Store) {
+	first, err := st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, first)
+	errBoom := errors.New("boom")
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		idx, err := tx.NextDerivationIndex(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, idx)
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	next, err := st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, next, "a rolled-back reservation leaves no gap")
+}
+
+func testDerivationIndexConcurrent(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	const n = 40
+	var wg sync.WaitGroup
+	idxs := make(chan uint32, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- st.InTx(ctx, func(tx store.Tx) error {
+				idx, err := tx.NextDerivationIndex(ctx)
+				if err != nil {
+					return err
+				}
+				inv := store.Invoice{MerchantID: m.ID, Status: store.StatusPending, ChainID: 1,
+					DepositAddress: randAddr(), DerivationIndex: idx, LookupTokenHash: randBytes(32),
+					ExpiresAt: now(), CreatedAt: now(), UpdatedAt: now(), SweepStatus: store.SweepNone}
+				if err := tx.CreateInvoice(ctx, &inv); err != nil {
+					return err
+				}
+				idxs <- idx
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(idxs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	seen := map[uint32]bool{}
+	for idx := range idxs {
+		require.False(t, seen[idx], "index %d handed out twice", idx)
+		seen[idx] = true
+	}
+	for i := uint32(0); i < n; i++ {
+		require.True(t, seen[i], "index %d missing: a gap", i)
+	}
+}
+
+func testClaimSweeps(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	const n = 30
+	for i := 0; i < n; i++ {
+		newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+			inv.Status = store.StatusConfirmed
+			inv.SweepStatus = store.SweepQueued
+		})
+	}
+	later := now().Add(time.Hour)
+	newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+		inv.Status = store.StatusConfirmed
+		inv.SweepStatus = store.SweepQueued
+		inv.SweepNextAttemptAt = &later
+	})
+	newInvoice(t, st, m.ID) // not queued
+
+	claimed := claimConcurrently(t, 6, func() ([]int64, error) {
+		invs, err := st.ClaimSweeps(ctx, now(), time.Minute, 4)
+		return invoiceIDs(invs), err
+	})
+	require.Len(t, claimed, n, "every due invoice claimed exactly once")
+
+	again, err := st.ClaimSweeps(ctx, now().Add(30*time.Second), time.Minute, 100)
+	require.NoError(t, err)
+	require.Empty(t, again, "leases are still live")
+	expired, err := st.ClaimSweeps(ctx, now().Add(2*time.Minute), time.Minute, 100)
+	require.NoError(t, err)
+	require.Len(t, expired, n, "expired leases are claimable again")
+}
+
+// claimConcurrently runs claim from workers goroutines until every one gets
+// an empty batch, and fails if any id is handed out twice.
+func claimConcurrently(t *testing.T, workers int, claim func() ([]int64, error)) map[int64]bool {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		seen = map[int64]bool{}
+		dup  []int64
+		wg   sync.WaitGroup
+		errs = make(chan error, workers)
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; round < 1000; round++ {
+				ids, err := claim()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ids) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, id := range ids {
+					if seen[id] {
+						dup = append(dup, id)
+					}
+					seen[id] = true
+				}
+				stop := len(dup) > 0
+				mu.Unlock()
+				if stop {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Empty(t, dup, "rows handed to two claimers")
+	return seen
+}
+
+func testArchive(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	old := now().AddDate(-2, 0, 0)
+	settled := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.CreatedAt = old; i.Status = store.StatusSettled })
+	expired := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.CreatedAt = old; i.Status = store.StatusExpired })
+	paidLate := newInvoice(t, st, m.ID, func(i *store.Invoice) {
+		i.CreatedAt = old
+		i.Status = store.StatusExpired
+		i.PaidWei = store.NewAmount(1)
+	})
+	confirmed := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.CreatedAt = old; i.Status = store.StatusConfirmed })
+	recent := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.Status = store.StatusSettled })
+
+	moved, err := st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved, "batches are bounded")
+	moved, err = st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+	moved, err = st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 100)
+	require.NoError(t, err)
+	require.Zero(t, moved)
+
+	for _, id := range []int64{settled.ID, expired.ID} {
+		_, err := st.GetInvoice(ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	for _, id := range []int64{paidLate.ID, confirmed.ID, recent.ID} {
+		_, err := st.GetInvoice(ctx, id)
+		require.NoError(t, err, "invoice %d must stay", id)
+	}
+	// The archived invoice's address and index are never handed out again.
+	next, err := st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.Greater(t, next, recent.DerivationIndex)
+	inv := newInvoice(t, st, m.ID)
+	require.NotEqual(t, settled.ID, inv.ID, "ids of archived invoices are not reused")
+}
+
+func testIdempotency(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	rec := store.IdempotencyRecord{MerchantID: m.ID, Key: "key-1", RequestHash: randBytes(32),
+		Status: store.IdempotencyInFlight, LockedUntil: now().Add(time.Minute), CreatedAt: now(),
+		ExpiresAt: now().Add(24 * time.Hour)}
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, rec))
+	require.ErrorIs(t, st.CreateIdempotencyRecord(ctx, rec), store.ErrConflict)
+
+	other := newMerchant(t, st)
+	rec2 := rec
+	rec2.MerchantID = other.ID
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, rec2), "keys are per merchant")
+
+	got, err := st.GetIdempotencyRecord(ctx, m.ID, "key-1")
+	require.NoError(t, err)
+	require.Equal(t, store.IdempotencyInFlight, got.Status)
+	require.Nil(t, got.ResponseStatus)
+
+	status := 201
+	invID := int64(42)
+	got.Status = store.IdempotencyDone
+	got.ResponseStatus = &status
+	got.ResponseBody = []byte(`{"id":42}`)
+	got.InvoiceID = &invID
+	require.NoError(t, st.UpdateIdempotencyRecord(ctx, got))
+	got, err = st.GetIdempotencyRecord(ctx, m.ID, "key-1")
+	require.NoError(t, err)
+	require.Equal(t, 201, *got.ResponseStatus)
+	require.Equal(t, []byte(`{"id":42}`), got.ResponseBody)
+	require.EqualValues(t, 42, *got.InvoiceID)
+
+	n, err := st.DeleteExpiredIdempotencyRecords(ctx, now().Add(25*time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "only the finished record expires")
+	_, err = st.GetIdempotencyRecord(ctx, m.ID, "key-1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	require.NoError(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"))
+	require.ErrorIs(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"), store.ErrNotFound)
+}
+
+func testPayments(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	mk := func(block uint64) store.Payment {
+		p := store.Payment{InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
+			BlockNumber: block, BlockHash: randHash(), From: randAddr(),
+			AmountWei: store.NewAmount(block * 1000), CreatedAt: now()}
+		require.NoError(t, st.InsertPayment(ctx, &p))
+		require.NotZero(t, p.ID)
+		return p
+	}
+	p10 := mk(10)
+	p11 := mk(11)
+	p12 := mk(12)
+
+	dup := p10
+	dup.ID = 0
+	require.ErrorIs(t, st.InsertPayment(ctx, &dup), store.ErrConflict)
+	dup.LogIndex = 3
+	require.NoError(t, st.InsertPayment(ctx, &dup), "another log of the same tx is another payment")
+
+	ps, err := st.ListPaymentsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 4)
+	require.Equal(t, p10.TxHash, ps[0].TxHash)
+	require.Equal(t, p10.From, ps[0].From)
+
+	deleted, err := st.DeletePaymentsFromBlock(ctx, 11)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{p11.ID, p12.ID}, []int64{deleted[0].ID, deleted[1].ID})
+	ps, err = st.ListPaymentsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+}
