@@ -442,7 +442,20 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	}
 	upErr := matchResponses(up, st.calls)
 	st.out = p.assemble(st.out[:0], st, upErr)
-	p.writeBody(w, http.StatusOK, st.out)
+	status := http.StatusOK
+	answered, bad := false, false
+	for i := range st.calls {
+		switch st.calls[i].outcome {
+		case outcomeForwarded:
+			answered = answered || st.calls[i].hasID
+		case outcomeUpstreamBadResponse:
+			bad = true
+		}
+	}
+	if bad && !answered {
+		status = errUpstreamBad.status // nothing usable came back
+	}
+	p.writeBody(w, status, st.out)
 	p.countCalls(st)
 }
 

@@ -278,6 +278,23 @@ func TestPartialBatch_UpstreamDropsAnAnswer_BadResponseForThatCall(t *testing.T)
 	require.Equal(t, "3", string(rs[2].ID))
 }
 
+func TestPartialBatch_UpstreamAnswersGarbage_502PerElement(t *testing.T) {
+	t.Parallel()
+	node := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`<html>bad gateway</html>`))
+	})
+	_, url := newProxy(t, node, Config{Rate: noLimit})
+
+	r := post(t, url, batchOf(callJSON(`"a"`, "eth_chainId"), callJSON(`"b"`, "admin_peers")))
+
+	require.Equal(t, http.StatusBadGateway, r.status)
+	rs := decodeBatch(t, r.body)
+	require.Len(t, rs, 2)
+	require.Equal(t, `"a"`, string(rs[0].ID))
+	requireErrorCode(t, rs[0], CodeUpstreamBadResponse)
+	requireErrorCode(t, rs[1], CodeMethodNotFound)
+}
+
 func TestPartialBatch_UpstreamRefusesBatch_ErrorGivenToEachCall(t *testing.T) {
 	t.Parallel()
 	node := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
