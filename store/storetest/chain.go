@@ -10,6 +10,17 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
+func chainTests() []test {
+	return []test{
+		{"Chain_BlocksAndTransactions", testChain},
+		{"Chain_TxsByAddressPages", testTxsByAddress},
+		{"Chain_TxsToInvoices", testTxsToInvoices},
+		{"Chain_DuplicateBlock_ConflictAndNothingWritten", testChainConflict},
+		{"Chain_Reorgs", testReorgs},
+		{"Cursor_SetGet", testCursors},
+	}
+}
+
 // chainOf builds n linked blocks from number `from`, each with txsPer
 // transactions (values up to 2^256-1).
 func chainOf(from uint64, n, txsPer int, parent common.Hash) ([]store.Block, []store.Transaction) {

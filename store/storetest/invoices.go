@@ -12,30 +12,21 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
-func testAmountRoundTrip(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	max := maxUint256()
-	inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) {
-		inv.AmountWei = max
-		inv.PaidWei = store.MustParseAmount("115792089237316195423570985008687907853269984665640564039457584007913129639934")
-		dust := store.NewAmount(1)
-		inv.DustWei = &dust
-	})
-	got, err := st.GetInvoice(ctx, inv.ID)
-	require.NoError(t, err)
-	require.Equal(t, max.String(), got.AmountWei.String())
-	require.Equal(t, "115792089237316195423570985008687907853269984665640564039457584007913129639935", got.AmountWei.String())
-	require.Equal(t, inv.PaidWei.String(), got.PaidWei.String())
-	require.Nil(t, got.SweptWei)
-	require.Equal(t, "1", got.DustWei.String())
-
-	p := store.Payment{InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
-		BlockNumber: 7, BlockHash: randHash(), From: randAddr(), AmountWei: max, CreatedAt: now()}
-	require.NoError(t, st.InsertPayment(ctx, &p))
-	ps, err := st.ListPaymentsByInvoice(ctx, inv.ID)
-	require.NoError(t, err)
-	require.Len(t, ps, 1)
-	require.Equal(t, max, ps[0].AmountWei)
+func invoiceTests() []test {
+	return []test{
+		{"Merchant_CRUD", testMerchantCRUD},
+		{"Merchant_DuplicateDigest_Conflict", testMerchantConflict},
+		{"Invoice_CreateGetUpdate", testInvoiceCRUD},
+		{"Invoice_StaleVersion_Conflict", testInvoiceStaleVersion},
+		{"Invoice_UniqueColumns_Conflict", testInvoiceUnique},
+		{"Invoice_ListFiltersAndPages", testInvoiceList},
+		{"Invoice_ByDepositAddress", testInvoiceByDepositAddress},
+		{"Invoice_ListExpiring", testInvoiceExpiring},
+		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
+		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
+		{"Invoice_Archive", testArchive},
+		{"Idempotency_Records", testIdempotency},
+	}
 }
 
 func testMerchantCRUD(t *testing.T, st store.Store) {
@@ -310,85 +301,6 @@ func testDerivationIndexConcurrent(t *testing.T, st store.Store) {
 	}
 }
 
-func testClaimSweeps(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	const n = 30
-	for i := 0; i < n; i++ {
-		newInvoice(t, st, m.ID, func(inv *store.Invoice) {
-			inv.Status = store.StatusConfirmed
-			inv.SweepStatus = store.SweepQueued
-		})
-	}
-	later := now().Add(time.Hour)
-	newInvoice(t, st, m.ID, func(inv *store.Invoice) {
-		inv.Status = store.StatusConfirmed
-		inv.SweepStatus = store.SweepQueued
-		inv.SweepNextAttemptAt = &later
-	})
-	newInvoice(t, st, m.ID) // not queued
-
-	claimed := claimConcurrently(t, 6, func() ([]int64, error) {
-		invs, err := st.ClaimSweeps(ctx, now(), time.Minute, 4)
-		return invoiceIDs(invs), err
-	})
-	require.Len(t, claimed, n, "every due invoice claimed exactly once")
-
-	again, err := st.ClaimSweeps(ctx, now().Add(30*time.Second), time.Minute, 100)
-	require.NoError(t, err)
-	require.Empty(t, again, "leases are still live")
-	expired, err := st.ClaimSweeps(ctx, now().Add(2*time.Minute), time.Minute, 100)
-	require.NoError(t, err)
-	require.Len(t, expired, n, "expired leases are claimable again")
-}
-
-// claimConcurrently runs claim from workers goroutines until every one gets
-// an empty batch, and fails if any id is handed out twice.
-func claimConcurrently(t *testing.T, workers int, claim func() ([]int64, error)) map[int64]bool {
-	t.Helper()
-	var (
-		mu   sync.Mutex
-		seen = map[int64]bool{}
-		dup  []int64
-		wg   sync.WaitGroup
-		errs = make(chan error, workers)
-	)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := 0; round < 1000; round++ {
-				ids, err := claim()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(ids) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, id := range ids {
-					if seen[id] {
-						dup = append(dup, id)
-					}
-					seen[id] = true
-				}
-				stop := len(dup) > 0
-				mu.Unlock()
-				if stop {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.Empty(t, dup, "rows handed to two claimers")
-	return seen
-}
-
 func testArchive(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	old := now().AddDate(-2, 0, 0)
@@ -467,39 +379,4 @@ func testIdempotency(t *testing.T, st store.Store) {
 
 	require.NoError(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"))
 	require.ErrorIs(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"), store.ErrNotFound)
-}
-
-func testPayments(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	inv := newInvoice(t, st, m.ID)
-	mk := func(block uint64) store.Payment {
-		p := store.Payment{InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
-			BlockNumber: block, BlockHash: randHash(), From: randAddr(),
-			AmountWei: store.NewAmount(block * 1000), CreatedAt: now()}
-		require.NoError(t, st.InsertPayment(ctx, &p))
-		require.NotZero(t, p.ID)
-		return p
-	}
-	p10 := mk(10)
-	p11 := mk(11)
-	p12 := mk(12)
-
-	dup := p10
-	dup.ID = 0
-	require.ErrorIs(t, st.InsertPayment(ctx, &dup), store.ErrConflict)
-	dup.LogIndex = 3
-	require.NoError(t, st.InsertPayment(ctx, &dup), "another log of the same tx is another payment")
-
-	ps, err := st.ListPaymentsByInvoice(ctx, inv.ID)
-	require.NoError(t, err)
-	require.Len(t, ps, 4)
-	require.Equal(t, p10.TxHash, ps[0].TxHash)
-	require.Equal(t, p10.From, ps[0].From)
-
-	deleted, err := st.DeletePaymentsFromBlock(ctx, 11)
-	require.NoError(t, err)
-	require.ElementsMatch(t, []int64{p11.ID, p12.ID}, []int64{deleted[0].ID, deleted[1].ID})
-	ps, err = st.ListPaymentsByInvoice(ctx, inv.ID)
-	require.NoError(t, err)
-	require.Len(t, ps, 2)
 }

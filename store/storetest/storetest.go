@@ -21,45 +21,24 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
+// test is one conformance test; each file of the suite lists its own.
+type test struct {
+	name string
+	fn   func(t *testing.T, st store.Store)
+}
+
 // Factory returns a fresh, empty, migrated store for one test.
 type Factory func(t *testing.T) store.Store
 
 // Run runs the whole suite.
 func Run(t *testing.T, newStore Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, st store.Store)
-	}{
-		{"Amount_MaxUint256RoundTrips", testAmountRoundTrip},
-		{"Merchant_CRUD", testMerchantCRUD},
-		{"Merchant_DuplicateDigest_Conflict", testMerchantConflict},
-		{"Invoice_CreateGetUpdate", testInvoiceCRUD},
-		{"Invoice_StaleVersion_Conflict", testInvoiceStaleVersion},
-		{"Invoice_UniqueColumns_Conflict", testInvoiceUnique},
-		{"Invoice_ListFiltersAndPages", testInvoiceList},
-		{"Invoice_ByDepositAddress", testInvoiceByDepositAddress},
-		{"Invoice_ListExpiring", testInvoiceExpiring},
-		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
-		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
-		{"Invoice_ClaimSweepsConcurrently", testClaimSweeps},
-		{"Invoice_Archive", testArchive},
-		{"Idempotency_Records", testIdempotency},
-		{"Payment_InsertListDelete", testPayments},
-		{"Chain_BlocksAndTransactions", testChain},
-		{"Chain_TxsByAddressPages", testTxsByAddress},
-		{"Chain_TxsToInvoices", testTxsToInvoices},
-		{"Chain_DuplicateBlock_ConflictAndNothingWritten", testChainConflict},
-		{"Chain_Reorgs", testReorgs},
-		{"Cursor_SetGet", testCursors},
-		{"Event_InsertClaimDispatch", testEvents},
-		{"Delivery_CRUD", testDeliveries},
-		{"Delivery_ClaimConcurrently", testClaimDeliveries},
-		{"Sweep_Txs", testSweepTxs},
-		{"Sweep_ReserveNonceConcurrently", testReserveNonce},
-		{"InTx_RollbackLeavesNothing", testInTxRollback},
-		{"InTx_PanicRollsBack", testInTxPanic},
-		{"Lock_Exclusive", testLock},
-	}
+	var tests []test
+	tests = append(tests, coreTests()...)
+	tests = append(tests, invoiceTests()...)
+	tests = append(tests, chainTests()...)
+	tests = append(tests, settlementTests()...)
+	tests = append(tests, webhookTests()...)
+	tests = append(tests, sweepTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

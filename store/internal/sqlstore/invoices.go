@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -157,22 +156,6 @@ func (s *Store) ListExpiring(ctx context.Context, now time.Time, n int) ([]store
 	var invs []store.Invoice
 	err := s.sel(ctx, &invs, selectInvoice+` WHERE status = 'PENDING' AND expires_at <= ?
 		ORDER BY expires_at, id LIMIT ?`, now, limit(n, 100, 10000))
-	return invs, err
-}
-
-// ClaimSweeps implements store.InvoiceStore.
-func (s *Store) ClaimSweeps(ctx context.Context, now time.Time, lease time.Duration, n int) ([]store.Invoice, error) {
-	var invs []store.Invoice
-	err := s.sel(ctx, &invs, `
-		UPDATE invoices SET sweep_locked_until = ?
-		WHERE id IN (
-			SELECT id FROM invoices
-			WHERE sweep_status IN ('QUEUED', 'FUNDING', 'SENT')
-			  AND (sweep_next_attempt_at IS NULL OR sweep_next_attempt_at <= ?)
-			  AND (sweep_locked_until IS NULL OR sweep_locked_until <= ?)
-			ORDER BY id LIMIT ?`+s.d.SkipLocked+`)
-		RETURNING `+invoiceColumns, now.Add(lease), now, now, limit(n, 10, 1000))
-	sort.Slice(invs, func(i, j int) bool { return invs[i].ID < invs[j].ID })
 	return invs, err
 }
 

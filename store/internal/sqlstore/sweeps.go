@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -68,4 +69,20 @@ func (s *Store) ReserveNonce(ctx context.Context, addr common.Address, chainNonc
 			ELSE excluded.next_nonce END
 		RETURNING next_nonce - 1`, addr, chainNonce+1)
 	return n, err
+}
+
+// ClaimSweeps implements store.InvoiceStore.
+func (s *Store) ClaimSweeps(ctx context.Context, now time.Time, lease time.Duration, n int) ([]store.Invoice, error) {
+	var invs []store.Invoice
+	err := s.sel(ctx, &invs, `
+		UPDATE invoices SET sweep_locked_until = ?
+		WHERE id IN (
+			SELECT id FROM invoices
+			WHERE sweep_status IN ('QUEUED', 'FUNDING', 'SENT')
+			  AND (sweep_next_attempt_at IS NULL OR sweep_next_attempt_at <= ?)
+			  AND (sweep_locked_until IS NULL OR sweep_locked_until <= ?)
+			ORDER BY id LIMIT ?`+s.d.SkipLocked+`)
+		RETURNING `+invoiceColumns, now.Add(lease), now, now, limit(n, 10, 1000))
+	sort.Slice(invs, func(i, j int) bool { return invs[i].ID < invs[j].ID })
+	return invs, err
 }

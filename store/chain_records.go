@@ -1,0 +1,107 @@
+package store
+
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Block is an indexed block, with the hash the node reported.
+type Block struct {
+	Number     uint64      `db:"number" json:"number"`
+	Hash       common.Hash `db:"hash" json:"hash"`
+	ParentHash common.Hash `db:"parent_hash" json:"parent_hash"`
+	// Timestamp is the block time in seconds since the Unix epoch.
+	Timestamp uint64         `db:"timestamp" json:"timestamp"`
+	Miner     common.Address `db:"miner" json:"miner"`
+	GasLimit  uint64         `db:"gas_limit" json:"gas_limit"`
+	GasUsed   uint64         `db:"gas_used" json:"gas_used"`
+	// BaseFeeWei is nil on chains (or blocks) without EIP-1559.
+	BaseFeeWei *Amount   `db:"base_fee_wei" json:"base_fee_wei"`
+	TxCount    int       `db:"tx_count" json:"tx_count"`
+	IndexedAt  time.Time `db:"indexed_at" json:"-"`
+}
+
+// Transaction is an indexed transaction.
+type Transaction struct {
+	Hash        common.Hash    `db:"hash" json:"hash"`
+	BlockNumber uint64         `db:"block_number" json:"block_number"`
+	BlockHash   common.Hash    `db:"block_hash" json:"block_hash"`
+	Index       int            `db:"tx_index" json:"transaction_index"`
+	From        common.Address `db:"from_address" json:"from"`
+	// To is nil for a contract creation.
+	To       *common.Address `db:"to_address" json:"to"`
+	ValueWei Amount          `db:"value_wei" json:"value_wei"`
+	Nonce    uint64          `db:"nonce" json:"nonce"`
+	Gas      uint64          `db:"gas" json:"gas"`
+	Type     uint8           `db:"type" json:"type"`
+	// GasPriceWei is the legacy gas price, or the effective price when the
+	// node reports one; nil when unknown.
+	GasPriceWei       *Amount `db:"gas_price_wei" json:"gas_price_wei,omitempty"`
+	MaxFeeWei         *Amount `db:"max_fee_wei" json:"max_fee_wei,omitempty"`
+	MaxPriorityFeeWei *Amount `db:"max_priority_fee_wei" json:"max_priority_fee_wei,omitempty"`
+	Input             []byte  `db:"input" json:"input"`
+}
+
+// Reorg records a chain reorganisation the indexer followed.
+type Reorg struct {
+	ID int64 `db:"id" json:"id"`
+	// ForkBlock is the first block number that was replaced (the common
+	// ancestor is ForkBlock-1).
+	ForkBlock uint64 `db:"fork_block" json:"fork_block"`
+	Depth     int    `db:"depth" json:"depth"`
+	// OldHashes are the orphaned blocks' hashes, oldest first; NewHashes
+	// the replacing blocks known when the reorg was detected.
+	OldHashes  HashList  `db:"old_hashes" json:"old_hashes"`
+	NewHashes  HashList  `db:"new_hashes" json:"new_hashes"`
+	DetectedAt time.Time `db:"detected_at" json:"detected_at"`
+}
+
+// Cursor is a named position on the indexed chain (the indexer's head,
+// settlement's last processed block).
+type Cursor struct {
+	Name        string      `db:"name"`
+	BlockNumber uint64      `db:"block_number"`
+	BlockHash   common.Hash `db:"block_hash"`
+	UpdatedAt   time.Time   `db:"updated_at"`
+}
+
+// Cursor names.
+const (
+	CursorIndexer    = "indexer"
+	CursorSettlement = "settlement"
+)
+
+// HashList is a list of hashes stored as a JSON array of hex strings.
+type HashList []common.Hash
+
+// Value implements driver.Valuer.
+func (l HashList) Value() (driver.Value, error) {
+	if l == nil {
+		l = HashList{}
+	}
+	b, err := json.Marshal([]common.Hash(l))
+	return string(b), err
+}
+
+// Scan implements sql.Scanner.
+func (l *HashList) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		return fmt.Errorf("scan hash list: unsupported type %T", src)
+	}
+	var hs []common.Hash
+	if err := json.Unmarshal(b, &hs); err != nil {
+		return fmt.Errorf("scan hash list: %w", err)
+	}
+	*l = hs
+	return nil
+}

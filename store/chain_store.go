@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// ChainStore stores the indexed chain.
+type ChainStore interface {
+	// InsertBlocks inserts blocks and their transactions in bulk (COPY on
+	// PostgreSQL). ErrConflict if a block number or tx hash exists.
+	InsertBlocks(ctx context.Context, blocks []Block, txs []Transaction) error
+	GetBlock(ctx context.Context, number uint64) (Block, error)
+	GetBlockByHash(ctx context.Context, hash common.Hash) (Block, error)
+	// LatestBlock returns the highest indexed block; ErrNotFound if none.
+	LatestBlock(ctx context.Context) (Block, error)
+	// ListBlockHashes returns the hashes of blocks in [from, to], by number.
+	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+	// DeleteBlocksFrom removes blocks ≥ number and their transactions and
+	// returns how many blocks it removed.
+	DeleteBlocksFrom(ctx context.Context, number uint64) (int64, error)
+	GetTx(ctx context.Context, hash common.Hash) (Transaction, error)
+	// ListTxsByBlock returns a block's transactions in index order.
+	ListTxsByBlock(ctx context.Context, number uint64) ([]Transaction, error)
+	// ListTxsByAddress returns transactions from or to addr, newest first,
+	// continuing below the position (beforeBlock, beforeIndex) when
+	// beforeBlock > 0.
+	ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, limit int) ([]Transaction, error)
+	// ListTxsToInvoices returns the transactions of block number whose
+	// recipient is an invoice's deposit address, with that invoice's id.
+	ListTxsToInvoices(ctx context.Context, number uint64) ([]InvoiceTx, error)
+	InsertReorg(ctx context.Context, r *Reorg) error
+	ListReorgs(ctx context.Context, afterID int64, limit int) ([]Reorg, error)
+}
+
+// InvoiceTx is an indexed transaction paying an invoice's deposit address.
+type InvoiceTx struct {
+	Transaction
+	InvoiceID int64 `db:"invoice_id"`
+}
+
+// CursorStore stores named chain cursors.
+type CursorStore interface {
+	// GetCursor returns ErrNotFound when the cursor was never set.
+	GetCursor(ctx context.Context, name string) (Cursor, error)
+	// SetCursor creates or overwrites the cursor.
+	SetCursor(ctx context.Context, c Cursor) error
+}

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// MerchantStore stores merchants.
+type MerchantStore interface {
+	// CreateMerchant inserts m and sets m.ID. ErrConflict if the api key
+	// digest is already used.
+	CreateMerchant(ctx context.Context, m *Merchant) error
+	GetMerchant(ctx context.Context, id int64) (Merchant, error)
+	// GetMerchantByAPIKeyDigest finds the merchant whose current api key
+	// has this HMAC digest.
+	GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (Merchant, error)
+	// UpdateMerchant writes the mutable fields of m (name, credentials,
+	// webhook_url, settlement_address, updated_at, disabled_at).
+	UpdateMerchant(ctx context.Context, m Merchant) error
+	ListMerchants(ctx context.Context) ([]Merchant, error)
+}
+
+// InvoiceFilter selects invoices for ListInvoices. Zero fields do not
+// filter. Results are ordered by id, newest first.
+type InvoiceFilter struct {
+	MerchantID    int64
+	Statuses      []string
+	CreatedAfter  time.Time // inclusive
+	CreatedBefore time.Time // exclusive
+	// BeforeID continues a listing: only ids smaller than it.
+	BeforeID int64
+	// Limit defaults to 100.
+	Limit int
+}
+
+// InvoiceStore stores invoices.
+type InvoiceStore interface {
+	// NextDerivationIndex reserves the next deposit-address derivation
+	// index. Call it inside the transaction that inserts the invoice, so a
+	// rollback leaves no gap.
+	NextDerivationIndex(ctx context.Context) (uint32, error)
+	// CreateInvoice inserts inv and sets inv.ID and inv.Version.
+	// ErrConflict on a reused deposit address, derivation index or lookup
+	// token.
+	CreateInvoice(ctx context.Context, inv *Invoice) error
+	GetInvoice(ctx context.Context, id int64) (Invoice, error)
+	// GetInvoiceForUpdate reads an invoice and, on PostgreSQL, locks its row
+	// until the transaction ends. Use it inside InTx before UpdateInvoice.
+	GetInvoiceForUpdate(ctx context.Context, id int64) (Invoice, error)
+	GetInvoiceByLookupTokenHash(ctx context.Context, hash []byte) (Invoice, error)
+	ListInvoices(ctx context.Context, f InvoiceFilter) ([]Invoice, error)
+	// InvoicesByDepositAddress returns the invoices (any status) whose
+	// deposit address is one of addrs, by an indexed lookup.
+	InvoicesByDepositAddress(ctx context.Context, addrs []common.Address) ([]Invoice, error)
+	// UpdateInvoice writes every mutable field of inv if its Version still
+	// matches the stored one, then increments inv.Version. ErrConflict when
+	// the invoice changed since it was read.
+	UpdateInvoice(ctx context.Context, inv *Invoice) error
+	// ListExpiring returns PENDING invoices whose expires_at is at or before
+	// now, oldest first.
+	ListExpiring(ctx context.Context, now time.Time, limit int) ([]Invoice, error)
+	// CountInvoicesByStatus returns the number of invoices per status.
+	CountInvoicesByStatus(ctx context.Context) (map[string]int64, error)
+	// ArchiveInvoices moves up to limit invoices created before cutoff to
+	// invoices_archive and returns how many moved.
+	ArchiveInvoices(ctx context.Context, cutoff time.Time, limit int) (int, error)
+}
+
+// IdempotencyStore stores Idempotency-Key records.
+type IdempotencyStore interface {
+	// CreateIdempotencyRecord inserts rec; ErrConflict when the merchant
+	// already used the key.
+	CreateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (IdempotencyRecord, error)
+	// UpdateIdempotencyRecord writes status, response and lease of rec.
+	UpdateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	// DeleteIdempotencyRecord removes a record (a request that failed
+	// before it changed anything).
+	DeleteIdempotencyRecord(ctx context.Context, merchantID int64, key string) error
+	// DeleteExpiredIdempotencyRecords removes records that expired before
+	// now and returns how many.
+	DeleteExpiredIdempotencyRecords(ctx context.Context, now time.Time) (int64, error)
+}

@@ -1,0 +1,27 @@
+package store
+
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Payment is an on-chain transfer to an invoice's deposit address.
+type Payment struct {
+	ID        int64       `db:"id" json:"id"`
+	InvoiceID int64       `db:"invoice_id" json:"invoice_id"`
+	TxHash    common.Hash `db:"tx_hash" json:"tx_hash"`
+	// LogIndex is the log of a token transfer; NativeLogIndex for a plain
+	// transfer of the native coin.
+	LogIndex    int            `db:"log_index" json:"log_index"`
+	BlockNumber uint64         `db:"block_number" json:"block_number"`
+	BlockHash   common.Hash    `db:"block_hash" json:"block_hash"`
+	From        common.Address `db:"from_address" json:"from"`
+	AmountWei   Amount         `db:"amount_wei" json:"amount_wei"`
+	// Late is true when the payment arrived after the invoice expired.
+	Late      bool      `db:"late" json:"late"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+}
+
+// NativeLogIndex is the LogIndex of a native-coin payment (no log).
+const NativeLogIndex = -1

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Sweep transaction kinds.
+const (
+	SweepTxFunding = "FUNDING" // sweep wallet → deposit address (gas)
+	SweepTxSweep   = "SWEEP"   // deposit address → settlement address
+	SweepTxTopUp   = "TOPUP"   // gas funder → sweep wallet
+)
+
+// Sweep transaction statuses.
+const (
+	SweepTxSigned   = "SIGNED"   // stored, not yet broadcast
+	SweepTxSent     = "SENT"     // broadcast, not yet mined
+	SweepTxMined    = "MINED"    // included with the confirmations required
+	SweepTxReplaced = "REPLACED" // superseded by a transaction with the same nonce
+	SweepTxFailed   = "FAILED"   // reverted, or dropped for good
+)
+
+// SweepTx is a transaction the sweep worker signed. It is stored before it
+// is broadcast, so that a crash re-broadcasts the same bytes.
+type SweepTx struct {
+	ID int64 `db:"id" json:"id"`
+	// InvoiceID is nil for a gas top-up of the sweep wallet.
+	InvoiceID         *int64         `db:"invoice_id" json:"invoice_id"`
+	Kind              string         `db:"kind" json:"kind"`
+	From              common.Address `db:"from_address" json:"from"`
+	To                common.Address `db:"to_address" json:"to"`
+	Nonce             uint64         `db:"nonce" json:"nonce"`
+	ValueWei          Amount         `db:"value_wei" json:"value_wei"`
+	GasLimit          uint64         `db:"gas_limit" json:"gas_limit"`
+	MaxFeeWei         Amount         `db:"max_fee_wei" json:"max_fee_wei"`
+	MaxPriorityFeeWei Amount         `db:"max_priority_fee_wei" json:"max_priority_fee_wei"`
+	TxHash            common.Hash    `db:"tx_hash" json:"tx_hash"`
+	RawTx             []byte         `db:"raw_tx" json:"-"`
+	Status            string         `db:"status" json:"status"`
+	BlockNumber       *uint64        `db:"block_number" json:"block_number"`
+	GasUsed           *uint64        `db:"gas_used" json:"gas_used"`
+	// FeeWei is gas used × effective gas price, once mined.
+	FeeWei    *Amount    `db:"fee_wei" json:"fee_wei"`
+	CreatedAt time.Time  `db:"created_at" json:"created_at"`
+	UpdatedAt time.Time  `db:"updated_at" json:"updated_at"`
+	SentAt    *time.Time `db:"sent_at" json:"sent_at"`
+	MinedAt   *time.Time `db:"mined_at" json:"mined_at"`
+}

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event types emitted by state transitions (the transactional outbox).
+const (
+	EventInvoicePaid        = "invoice.paid"
+	EventInvoiceConfirmed   = "invoice.confirmed"
+	EventInvoiceSettled     = "invoice.settled"
+	EventInvoiceExpired     = "invoice.expired"
+	EventInvoiceUnderpaid   = "invoice.underpaid"
+	EventInvoiceReverted    = "invoice.reverted"
+	EventInvoiceSweepFailed = "invoice.sweep_failed"
+)
+
+// Event is an outbox entry written in the same database transaction as the
+// state change it reports. Data is a JSON snapshot of the invoice at that
+// moment.
+type Event struct {
+	ID           int64      `db:"id" json:"id"`
+	Type         string     `db:"type" json:"type"`
+	MerchantID   int64      `db:"merchant_id" json:"merchant_id"`
+	InvoiceID    int64      `db:"invoice_id" json:"invoice_id"`
+	Data         RawJSON    `db:"data" json:"data"`
+	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
+	DispatchedAt *time.Time `db:"dispatched_at" json:"-"`
+}
+
+// NewInvoiceEvent returns an event of type typ whose data is a snapshot of
+// inv.
+func NewInvoiceEvent(typ string, inv Invoice, at time.Time) (Event, error) {
+	data, err := json.Marshal(inv)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Type: typ, MerchantID: inv.MerchantID, InvoiceID: inv.ID, Data: data, CreatedAt: at}, nil
+}
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "PENDING"
+	DeliveryDelivered = "DELIVERED"
+	DeliveryFailed    = "FAILED"
+)
+
+// Delivery is the webhook delivery of one event to its merchant.
+type Delivery struct {
+	ID         int64  `db:"id" json:"id"`
+	EventID    int64  `db:"event_id" json:"event_id"`
+	MerchantID int64  `db:"merchant_id" json:"merchant_id"`
+	InvoiceID  int64  `db:"invoice_id" json:"invoice_id"`
+	EventType  string `db:"event_type" json:"event_type"`
+	Status     string `db:"status" json:"status"`
+	Delivered  bool   `db:"delivered" json:"delivered"`
+	// ResponseStatus is nil on a timeout or network error.
+	ResponseStatus *int       `db:"response_status" json:"response_status"`
+	Attempt        int        `db:"attempt" json:"attempt"`
+	LastAttemptAt  *time.Time `db:"last_attempt_at" json:"last_attempt_at"`
+	NextAttemptAt  *time.Time `db:"next_attempt_at" json:"next_attempt_at"`
+	LastError      string     `db:"last_error" json:"last_error"`
+	LockedUntil    *time.Time `db:"locked_until" json:"-"`
+	CreatedAt      time.Time  `db:"created_at" json:"created_at"`
+	UpdatedAt      time.Time  `db:"updated_at" json:"updated_at"`
+}
