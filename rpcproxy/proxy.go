@@ -3,6 +3,7 @@ package rpcproxy
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,12 +25,15 @@ import (
 	"golang.org/x/time/rate"
 )
 
+var _ http.Handler = (*Proxy)(nil)
+
 // Proxy is the JSON-RPC reverse proxy. It is an http.Handler; mount it on any
 // path. It is safe for concurrent use.
 type Proxy struct {
 	cfg       Config
 	upstream  *url.URL
 	upstreamS string
+	auth      []string // Authorization from the URL's user info, if any
 	transport *http.Transport
 	policy    *policy
 	lim       *limiter // nil when rate limiting is off
@@ -56,6 +61,12 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
+	var auth []string
+	if u.User != nil {
+		pw, _ := u.User.Password()
+		auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw))}
+	}
 	pol, err := newPolicy(cfg.AllowMethods, cfg.DenyMethods)
 	if err != nil {
 		return nil, err
@@ -64,6 +75,7 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 		cfg:       cfg,
 		upstream:  u,
 		upstreamS: u.String(),
+		auth:      auth,
 		policy:    pol,
 		log:       cfg.Logger,
 		keyHeader: textproto.CanonicalMIMEHeaderKey(cfg.ClientKeyHeader),
@@ -312,6 +324,9 @@ func (p *Proxy) roundTrip(ctx context.Context, body []byte) (*http.Response, err
 	// have been closed by the node. JSON-RPC calls are safe to repeat
 	// (eth_sendRawTransaction is idempotent by transaction hash).
 	req.Header["X-Idempotency-Key"] = nil
+	if p.auth != nil {
+		req.Header["Authorization"] = p.auth
+	}
 	start := time.Now()
 	resp, err := p.transport.RoundTrip(req)
 	p.m.latency.Observe(time.Since(start).Seconds())
@@ -374,7 +389,7 @@ func (p *Proxy) failUpstream(w http.ResponseWriter, r *http.Request, ctx context
 		return
 	}
 	p.log.LogAttrs(r.Context(), slog.LevelWarn, "rpcproxy: upstream request failed",
-		slog.String("upstream", p.upstream.Redacted()), slog.String("error", err.Error()))
+		slog.String("upstream_host", p.upstream.Host), slog.String("error", err.Error()))
 	if batch {
 		st.out = assembleFrom(st.out[:0], body, nil, st.calls, nil)
 	} else {

@@ -45,6 +45,24 @@ func TestBatch_AllAllowed_ForwardedUnchangedWithIDsAndOrder(t *testing.T) {
 	require.Equal(t, []string{body}, node.received())
 }
 
+func TestUpstreamURL_UserInfoSentAsBasicAuth(t *testing.T) {
+	t.Parallel()
+	node := &echoNode{}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, pw, ok := r.BasicAuth(); !ok || u != "rpc" || pw != "s3cret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		node.ServeHTTP(w, r)
+	}))
+	t.Cleanup(upstream.Close)
+	_, url := newProxyTo(t, strings.Replace(upstream.URL, "http://", "http://rpc:s3cret@", 1), Config{Rate: noLimit})
+
+	r := post(t, url, callJSON("1", "eth_chainId"))
+
+	require.Equal(t, http.StatusOK, r.status, r.body)
+}
+
 func TestBatch_AtCap_Passes(t *testing.T) {
 	t.Parallel()
 	_, url := newProxy(t, &echoNode{}, Config{Rate: noLimit, MaxBatchSize: 5})
