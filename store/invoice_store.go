@@ -13,6 +13,11 @@ type MerchantStore interface {
 	// digest is already used.
 	CreateMerchant(ctx context.Context, m *Merchant) error
 	GetMerchant(ctx context.Context, id int64) (Merchant, error)
+	// GetMerchantForUpdate reads a merchant and, on PostgreSQL, locks its
+	// row until the transaction ends. Use it inside InTx before
+	// UpdateMerchant, so that concurrent changes (a rotation and a profile
+	// update) do not overwrite each other.
+	GetMerchantForUpdate(ctx context.Context, id int64) (Merchant, error)
 	// GetMerchantByAPIKeyDigest finds the merchant whose current api key
 	// has this HMAC digest.
 	GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (Merchant, error)
@@ -76,6 +81,25 @@ type IdempotencyStore interface {
 	GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (IdempotencyRecord, error)
 	// UpdateIdempotencyRecord writes status, response and lease of rec.
 	UpdateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	// ClaimIdempotencyRecord replaces the IN_FLIGHT record of
+	// (rec.MerchantID, rec.Key) by rec when that record's lease
+	// (LockedUntil) ended at or before now: the request that held it died
+	// without changing anything. ErrConflict when there is no such record
+	// (it is DONE, its lease is still running, another request claimed it
+	// first, or it is gone).
+	ClaimIdempotencyRecord(ctx context.Context, rec IdempotencyRecord, now time.Time) error
+	// CompleteIdempotencyRecord writes status, response, invoice id and
+	// expiry of rec, only if the stored record is still IN_FLIGHT under the
+	// lease rec.LockedUntil (the one its caller wrote). ErrConflict when
+	// another request has claimed the key since. Call it inside the
+	// transaction that makes the change the response describes: on
+	// PostgreSQL it also locks the row until that transaction ends.
+	CompleteIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	// ReleaseIdempotencyRecord deletes the IN_FLIGHT record of
+	// (merchantID, key) if it is still held under the lease lockedUntil, so
+	// that a request that failed without changing anything can be retried
+	// at once. ErrNotFound when the record is gone or held by another lease.
+	ReleaseIdempotencyRecord(ctx context.Context, merchantID int64, key string, lockedUntil time.Time) error
 	// DeleteIdempotencyRecord removes a record (a request that failed
 	// before it changed anything).
 	DeleteIdempotencyRecord(ctx context.Context, merchantID int64, key string) error

@@ -26,6 +26,11 @@ func invoiceTests() []test {
 		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
 		{"Invoice_Archive", testArchive},
 		{"Idempotency_Records", testIdempotency},
+		{"Merchant_GetForUpdate", testMerchantForUpdate},
+		{"Idempotency_ClaimExpiredLease", testIdempotencyClaim},
+		{"Idempotency_ClaimConcurrently_OneWinner", testIdempotencyClaimConcurrent},
+		{"Idempotency_CompleteOnlyUnderOwnLease", testIdempotencyComplete},
+		{"Idempotency_ReleaseOnlyUnderOwnLease", testIdempotencyRelease},
 	}
 }
 
@@ -379,4 +384,122 @@ func testIdempotency(t *testing.T, st store.Store) {
 
 	require.NoError(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"))
 	require.ErrorIs(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"), store.ErrNotFound)
+}
+
+func testMerchantForUpdate(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		got, err := tx.GetMerchantForUpdate(ctx, m.ID)
+		require.NoError(t, err)
+		require.Equal(t, m.APIKeyDigest, got.APIKeyDigest)
+		got.WebhookURL = "https://example.net/locked"
+		return tx.UpdateMerchant(ctx, got)
+	})
+	require.NoError(t, err)
+	got, err := st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://example.net/locked", got.WebhookURL)
+	_, err = st.GetMerchantForUpdate(ctx, m.ID+1000)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// inFlight returns an IN_FLIGHT record whose lease ends at lease. The lease
+// has nanoseconds on purpose: stores keep microseconds, and the lease must
+// still compare equal when passed back.
+func inFlight(merchantID int64, key string, lease time.Time) store.IdempotencyRecord {
+	return store.IdempotencyRecord{MerchantID: merchantID, Key: key, RequestHash: randBytes(32),
+		Status: store.IdempotencyInFlight, LockedUntil: lease, CreatedAt: now(),
+		ExpiresAt: now().Add(24 * time.Hour)}
+}
+
+func testIdempotencyClaim(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	lease := now().Add(30*time.Second + 789*time.Nanosecond)
+	rec := inFlight(m.ID, "k", lease)
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, rec))
+
+	next := inFlight(m.ID, "k", now().Add(time.Hour))
+	require.ErrorIs(t, st.ClaimIdempotencyRecord(ctx, next, lease.Add(-time.Second)), store.ErrConflict,
+		"a running lease is not claimable")
+	require.NoError(t, st.ClaimIdempotencyRecord(ctx, next, lease.Add(time.Second)))
+	got, err := st.GetIdempotencyRecord(ctx, m.ID, "k")
+	require.NoError(t, err)
+	require.Equal(t, next.RequestHash, got.RequestHash)
+	requireTime(t, next.LockedUntil, got.LockedUntil)
+
+	status := 201
+	next.Status = store.IdempotencyDone
+	next.ResponseStatus = &status
+	next.ResponseBody = []byte("sealed")
+	require.NoError(t, st.CompleteIdempotencyRecord(ctx, next))
+	require.ErrorIs(t, st.ClaimIdempotencyRecord(ctx, inFlight(m.ID, "k", now()), now().Add(48*time.Hour)),
+		store.ErrConflict, "a finished record is never claimable")
+	require.ErrorIs(t, st.ClaimIdempotencyRecord(ctx, inFlight(m.ID, "absent", now()), now().Add(48*time.Hour)),
+		store.ErrConflict)
+}
+
+func testIdempotencyClaimConcurrent(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, inFlight(m.ID, "k", now())))
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- st.ClaimIdempotencyRecord(ctx, inFlight(m.ID, "k", now().Add(time.Minute)), now().Add(time.Second))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrConflict)
+	}
+	require.Equal(t, 1, won, "exactly one claimer takes over an expired lease")
+}
+
+func testIdempotencyComplete(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	lease := now().Add(time.Minute + 999*time.Nanosecond)
+	rec := inFlight(m.ID, "k", lease)
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, rec))
+
+	status := 201
+	invID := int64(7)
+	done := rec
+	done.Status = store.IdempotencyDone
+	done.ResponseStatus = &status
+	done.ResponseBody = []byte("sealed response")
+	done.InvoiceID = &invID
+	stale := done
+	stale.LockedUntil = lease.Add(-time.Microsecond)
+	require.ErrorIs(t, st.CompleteIdempotencyRecord(ctx, stale), store.ErrConflict)
+
+	err := st.InTx(ctx, func(tx store.Tx) error { return tx.CompleteIdempotencyRecord(ctx, done) })
+	require.NoError(t, err)
+	got, err := st.GetIdempotencyRecord(ctx, m.ID, "k")
+	require.NoError(t, err)
+	require.Equal(t, store.IdempotencyDone, got.Status)
+	require.Equal(t, 201, *got.ResponseStatus)
+	require.Equal(t, []byte("sealed response"), got.ResponseBody)
+	require.EqualValues(t, 7, *got.InvoiceID)
+	require.ErrorIs(t, st.CompleteIdempotencyRecord(ctx, done), store.ErrConflict, "completes once")
+	require.ErrorIs(t, st.CompleteIdempotencyRecord(ctx, inFlight(m.ID, "absent", lease)), store.ErrConflict)
+}
+
+func testIdempotencyRelease(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	lease := now().Add(time.Minute + 1*time.Nanosecond)
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, inFlight(m.ID, "k", lease)))
+	require.ErrorIs(t, st.ReleaseIdempotencyRecord(ctx, m.ID, "k", lease.Add(time.Second)), store.ErrNotFound)
+	require.NoError(t, st.ReleaseIdempotencyRecord(ctx, m.ID, "k", lease))
+	_, err := st.GetIdempotencyRecord(ctx, m.ID, "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, st.ReleaseIdempotencyRecord(ctx, m.ID, "k", lease), store.ErrNotFound)
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/evmpay/evmpay/store"
@@ -12,6 +13,7 @@ const idempotencyColumns = `merchant_id, key, request_hash, status, response_sta
 
 // CreateIdempotencyRecord implements store.IdempotencyStore.
 func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
+	rec.LockedUntil = micro(rec.LockedUntil)
 	_, err := s.namedExec(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
 		VALUES (:merchant_id, :key, :request_hash, :status, :response_status, :response_body,
 			:invoice_id, :locked_until, :created_at, :expires_at)`, rec)
@@ -55,4 +57,53 @@ func (s *Store) DeleteExpiredIdempotencyRecords(ctx context.Context, now time.Ti
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// micro truncates t to the microsecond, the precision both databases keep,
+// so that a lease written and later compared for equality matches exactly
+// (PostgreSQL would otherwise round the nanoseconds).
+func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+// ClaimIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) ClaimIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord, now time.Time) error {
+	res, err := s.exec(ctx, `UPDATE idempotency_keys SET request_hash = ?, status = ?,
+			response_status = NULL, response_body = NULL, invoice_id = NULL,
+			locked_until = ?, created_at = ?, expires_at = ?
+		WHERE merchant_id = ? AND key = ? AND status = ? AND locked_until <= ?`,
+		rec.RequestHash, store.IdempotencyInFlight, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt,
+		rec.MerchantID, rec.Key, store.IdempotencyInFlight, now)
+	if err != nil {
+		return err
+	}
+	if err := mustAffect(res); err != nil {
+		return fmt.Errorf("%w: idempotency key is not claimable", store.ErrConflict)
+	}
+	return nil
+}
+
+// CompleteIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) CompleteIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
+	res, err := s.exec(ctx, `UPDATE idempotency_keys SET status = ?, response_status = ?,
+			response_body = ?, invoice_id = ?, expires_at = ?
+		WHERE merchant_id = ? AND key = ? AND status = ? AND locked_until = ?`,
+		rec.Status, rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, rec.ExpiresAt,
+		rec.MerchantID, rec.Key, store.IdempotencyInFlight, micro(rec.LockedUntil))
+	if err != nil {
+		return err
+	}
+	if err := mustAffect(res); err != nil {
+		return fmt.Errorf("%w: idempotency key was claimed by another request", store.ErrConflict)
+	}
+	return nil
+}
+
+// ReleaseIdempotencyRecord implements store.IdempotencyStore.
+func (s *Store) ReleaseIdempotencyRecord(ctx context.Context, merchantID int64, key string, lockedUntil time.Time) error {
+	res, err := s.exec(ctx, `DELETE FROM idempotency_keys
+		WHERE merchant_id = ? AND key = ? AND status = ? AND locked_until = ?`,
+		merchantID, key, store.IdempotencyInFlight, micro(lockedUntil))
+	if err != nil {
+		return err
+	}
+	return mustAffect(res)
 }

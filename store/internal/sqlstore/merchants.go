@@ -54,3 +54,10 @@ func (s *Store) ListMerchants(ctx context.Context) ([]store.Merchant, error) {
 	err := s.sel(ctx, &ms, `SELECT `+merchantColumns+` FROM merchants ORDER BY id`)
 	return ms, err
 }
+
+// GetMerchantForUpdate implements store.MerchantStore.
+func (s *Store) GetMerchantForUpdate(ctx context.Context, id int64) (store.Merchant, error) {
+	var m store.Merchant
+	err := s.get(ctx, &m, `SELECT `+merchantColumns+` FROM merchants WHERE id = ?`+s.d.ForUpdate, id)
+	return m, err
+}
