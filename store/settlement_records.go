@@ -25,3 +25,27 @@ type Payment struct {
 
 // NativeLogIndex is the LogIndex of a native-coin payment (no log).
 const NativeLogIndex = -1
+
+// Event types emitted by settlement besides the ones every concern shares
+// (EventInvoicePaid, EventInvoiceConfirmed, …).
+const (
+	// EventInvoiceOverpaid: more money arrived at an invoice already paid
+	// in full (PAID, CONFIRMED or SETTLED). When the sweep was already
+	// queued or done the invoice is also flagged NeedsAttention.
+	EventInvoiceOverpaid = "invoice.overpaid"
+	// EventInvoiceLatePayment: money arrived at an invoice expired for
+	// longer than settlement's late window. The payment is recorded and
+	// the invoice flagged NeedsAttention, but it stays EXPIRED.
+	EventInvoiceLatePayment = "invoice.late_payment"
+)
+
+// PendingInvoiceTx is an indexed transaction to the deposit address of a
+// PENDING invoice (settlement's lag check).
+type PendingInvoiceTx struct {
+	InvoiceID   int64       `db:"invoice_id"`
+	AmountWei   Amount      `db:"amount_wei"` // the invoice's amount
+	TxHash      common.Hash `db:"hash"`
+	BlockNumber uint64      `db:"block_number"`
+	ValueWei    Amount      `db:"value_wei"`
+	IndexedAt   time.Time   `db:"indexed_at"`
+}

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 )
 
 // PaymentStore stores payments matched to invoices.
@@ -13,4 +16,51 @@ type PaymentStore interface {
 	// DeletePaymentsFromBlock removes the payments in blocks ≥ number (a
 	// reorg) and returns them.
 	DeletePaymentsFromBlock(ctx context.Context, number uint64) ([]Payment, error)
+}
+
+// SettlementStore is what settlement asks of the database beyond the
+// per-record interfaces: its cursor's compare-and-set, batched reads of the
+// invoices a block touches, the candidates for a confirmation recompute,
+// the history of the blocks it processed (to find the common ancestor
+// after a reorg) and the queries behind its observable conditions.
+type SettlementStore interface {
+	// CompareAndSetCursor moves the named cursor to next only if it is
+	// still at old (same block number and hash); old nil means the cursor
+	// must not exist yet. ErrConflict otherwise: another writer moved it.
+	CompareAndSetCursor(ctx context.Context, name string, old *Cursor, next Cursor) error
+	// EarliestBlock returns the lowest indexed block; ErrNotFound if none.
+	EarliestBlock(ctx context.Context) (Block, error)
+	// GetInvoicesForUpdate reads the invoices with these ids, by id, and on
+	// PostgreSQL locks their rows until the transaction ends (in id order,
+	// so that concurrent callers cannot deadlock). Missing ids are left out.
+	GetInvoicesForUpdate(ctx context.Context, ids []int64) ([]Invoice, error)
+	// ListPaymentsByInvoices returns the payments of these invoices,
+	// ordered by invoice id, block number and id.
+	ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]Payment, error)
+	// ListConfirmable returns the ids of up to limit PAID invoices none of
+	// whose payments is in a block above maxBlock, by id: the invoices
+	// whose confirmations must be recomputed when the head reaches
+	// maxBlock + threshold. An indexed lookup of PAID invoices, never a
+	// scan of all invoices.
+	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
+	// InsertSettledBlock records that settlement processed the block
+	// number with this hash. ErrConflict if number is already recorded.
+	InsertSettledBlock(ctx context.Context, number uint64, hash common.Hash) error
+	// ListSettledBlockHashes returns the recorded hashes of processed
+	// blocks in [from, to], by number.
+	ListSettledBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+	// DeleteSettledBlocks removes the records of processed blocks below
+	// below (pruning) and at or above from (a reorg); 0 and MaxUint64
+	// disable either side.
+	DeleteSettledBlocks(ctx context.Context, below, from uint64) error
+	// ListPendingInvoiceTxs returns up to limit indexed transactions to the
+	// deposit addresses of PENDING invoices, in blocks indexed at or before
+	// indexedBefore, ordered by invoice id, block number and index. A
+	// settlement that keeps up leaves this list without any invoice whose
+	// transactions add up to its amount.
+	ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, limit int) ([]PendingInvoiceTx, error)
+	// ListUnsweptConfirmed returns up to limit CONFIRMED invoices confirmed
+	// at or before confirmedBefore that have no sweep transaction (kind
+	// SweepTxSweep), oldest confirmation first.
+	ListUnsweptConfirmed(ctx context.Context, confirmedBefore time.Time, limit int) ([]Invoice, error)
 }

@@ -1,0 +1,148 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// CompareAndSetCursor implements store.SettlementStore.
+func (s *Store) CompareAndSetCursor(ctx context.Context, name string, old *store.Cursor, next store.Cursor) error {
+	next.Name = name
+	if old == nil {
+		res, err := s.namedExec(ctx, `INSERT INTO cursors (name, block_number, block_hash, updated_at)
+			VALUES (:name, :block_number, :block_hash, :updated_at)
+			ON CONFLICT (name) DO NOTHING`, next)
+		if err != nil {
+			return err
+		}
+		return casResult(res, name)
+	}
+	res, err := s.exec(ctx, `UPDATE cursors SET block_number = ?, block_hash = ?, updated_at = ?
+		WHERE name = ? AND block_number = ? AND block_hash = ?`,
+		next.BlockNumber, next.BlockHash, next.UpdatedAt, name, old.BlockNumber, old.BlockHash)
+	if err != nil {
+		return err
+	}
+	return casResult(res, name)
+}
+
+func casResult(res interface{ RowsAffected() (int64, error) }, name string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: cursor %q moved since it was read", store.ErrConflict, name)
+	}
+	return nil
+}
+
+// EarliestBlock implements store.SettlementStore.
+func (s *Store) EarliestBlock(ctx context.Context) (store.Block, error) {
+	var b store.Block
+	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks ORDER BY number LIMIT 1`)
+	return b, err
+}
+
+// GetInvoicesForUpdate implements store.SettlementStore.
+func (s *Store) GetInvoicesForUpdate(ctx context.Context, ids []int64) ([]store.Invoice, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var invs []store.Invoice
+	err := s.selIn(ctx, &invs, selectInvoice+` WHERE id IN (?) ORDER BY id`+s.d.ForUpdate, ids)
+	return invs, err
+}
+
+// ListPaymentsByInvoices implements store.SettlementStore.
+func (s *Store) ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]store.Payment, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var ps []store.Payment
+	err := s.selIn(ctx, &ps, `SELECT `+paymentColumns+` FROM payments WHERE invoice_id IN (?)
+		ORDER BY invoice_id, block_number, id`, ids)
+	return ps, err
+}
+
+// ListConfirmable implements store.SettlementStore. It walks the partial
+// index invoices_paid and probes payments_invoice for each candidate.
+func (s *Store) ListConfirmable(ctx context.Context, maxBlock uint64, n int) ([]int64, error) {
+	if maxBlock > math.MaxInt64 {
+		maxBlock = math.MaxInt64
+	}
+	var ids []int64
+	err := s.sel(ctx, &ids, `SELECT i.id FROM invoices i WHERE i.status = 'PAID'
+		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id AND p.block_number > ?)
+		ORDER BY i.id LIMIT ?`, maxBlock, limit(n, 1000, 10000))
+	return ids, err
+}
+
+// InsertSettledBlock implements store.SettlementStore.
+func (s *Store) InsertSettledBlock(ctx context.Context, number uint64, hash common.Hash) error {
+	_, err := s.exec(ctx, `INSERT INTO settlement_blocks (number, hash) VALUES (?, ?)`, number, hash)
+	return err
+}
+
+// ListSettledBlockHashes implements store.SettlementStore.
+func (s *Store) ListSettledBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error) {
+	if to > math.MaxInt64 {
+		to = math.MaxInt64
+	}
+	var rows []struct {
+		Number uint64      `db:"number"`
+		Hash   common.Hash `db:"hash"`
+	}
+	if err := s.sel(ctx, &rows, `SELECT number, hash FROM settlement_blocks WHERE number >= ? AND number <= ?`, from, to); err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]common.Hash, len(rows))
+	for _, r := range rows {
+		out[r.Number] = r.Hash
+	}
+	return out, nil
+}
+
+// DeleteSettledBlocks implements store.SettlementStore.
+func (s *Store) DeleteSettledBlocks(ctx context.Context, below, from uint64) error {
+	if below > 0 {
+		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE number < ?`, min(below, math.MaxInt64)); err != nil {
+			return err
+		}
+	}
+	if from <= math.MaxInt64 {
+		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE number >= ?`, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListPendingInvoiceTxs implements store.SettlementStore. It walks the
+// PENDING invoices (invoices_status) and probes transactions_to for each.
+func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, n int) ([]store.PendingInvoiceTx, error) {
+	var rows []store.PendingInvoiceTx
+	err := s.sel(ctx, &rows, `SELECT i.id AS invoice_id, i.amount_wei, t.hash, t.block_number, t.value_wei,
+			b.indexed_at
+		FROM invoices i
+		JOIN transactions t ON t.to_address = i.deposit_address
+		JOIN blocks b ON b.number = t.block_number AND b.hash = t.block_hash
+		WHERE i.status = 'PENDING' AND b.indexed_at <= ?
+		ORDER BY i.id, t.block_number, t.tx_index LIMIT ?`, indexedBefore, limit(n, 10000, 100000))
+	return rows, err
+}
+
+// ListUnsweptConfirmed implements store.SettlementStore.
+func (s *Store) ListUnsweptConfirmed(ctx context.Context, confirmedBefore time.Time, n int) ([]store.Invoice, error) {
+	var invs []store.Invoice
+	err := s.sel(ctx, &invs, selectInvoice+` WHERE status = 'CONFIRMED' AND confirmed_at <= ?
+		AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.invoice_id = invoices.id AND s.kind = ?)
+		ORDER BY confirmed_at, id LIMIT ?`, confirmedBefore, store.SweepTxSweep, limit(n, 100, 10000))
+	return invs, err
+}
