@@ -30,6 +30,7 @@ type Tx interface {
 	InvoiceStore
 	IdempotencyStore
 	PaymentStore
+	SettlementStore
 	ChainStore
 	CursorStore
 	EventStore
