@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"math"
 	"testing"
+	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
@@ -11,6 +14,13 @@ import (
 func settlementTests() []test {
 	return []test{
 		{"Payment_InsertListDelete", testPayments},
+		{"Settlement_CursorCompareAndSet", testCursorCAS},
+		{"Settlement_EarliestBlock", testEarliestBlock},
+		{"Settlement_InvoicesForUpdateAndPaymentsInBatch", testSettlementBatchReads},
+		{"Settlement_ListConfirmable", testListConfirmable},
+		{"Settlement_SettledBlocks", testSettledBlocks},
+		{"Settlement_PendingInvoiceTxs", testPendingInvoiceTxs},
+		{"Settlement_UnsweptConfirmed", testUnsweptConfirmed},
 	}
 }
 
@@ -47,4 +57,224 @@ func testPayments(t *testing.T, st store.Store) {
 	ps, err = st.ListPaymentsByInvoice(ctx, inv.ID)
 	require.NoError(t, err)
 	require.Len(t, ps, 2)
+}
+
+func newPayment(t *testing.T, st store.Tx, invoiceID int64, block uint64, amount uint64) store.Payment {
+	t.Helper()
+	p := store.Payment{InvoiceID: invoiceID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
+		BlockNumber: block, BlockHash: randHash(), From: randAddr(),
+		AmountWei: store.NewAmount(amount), CreatedAt: now()}
+	require.NoError(t, st.InsertPayment(ctx, &p))
+	return p
+}
+
+func testCursorCAS(t *testing.T, st store.Store) {
+	name := store.CursorSettlement
+	first := store.Cursor{BlockNumber: 7, BlockHash: randHash(), UpdatedAt: now()}
+	require.NoError(t, st.CompareAndSetCursor(ctx, name, nil, first))
+	require.ErrorIs(t, st.CompareAndSetCursor(ctx, name, nil, first), store.ErrConflict,
+		"creating a cursor that exists")
+
+	got, err := st.GetCursor(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, name, got.Name)
+	require.EqualValues(t, 7, got.BlockNumber)
+	require.Equal(t, first.BlockHash, got.BlockHash)
+
+	next := store.Cursor{BlockNumber: 8, BlockHash: randHash(), UpdatedAt: now().Add(time.Second)}
+	wrongHash := got
+	wrongHash.BlockHash = randHash()
+	require.ErrorIs(t, st.CompareAndSetCursor(ctx, name, &wrongHash, next), store.ErrConflict)
+	wrongNumber := got
+	wrongNumber.BlockNumber = 6
+	require.ErrorIs(t, st.CompareAndSetCursor(ctx, name, &wrongNumber, next), store.ErrConflict)
+	require.NoError(t, st.CompareAndSetCursor(ctx, name, &got, next))
+	require.ErrorIs(t, st.CompareAndSetCursor(ctx, name, &got, next), store.ErrConflict,
+		"the old position is gone once moved")
+
+	got, err = st.GetCursor(ctx, name)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, got.BlockNumber)
+	require.Equal(t, next.BlockHash, got.BlockHash)
+	requireTime(t, next.UpdatedAt, got.UpdatedAt)
+
+	// Moving backwards (a reorg) is a compare-and-set like any other.
+	back := store.Cursor{BlockNumber: 5, BlockHash: randHash(), UpdatedAt: now()}
+	require.NoError(t, st.CompareAndSetCursor(ctx, name, &got, back))
+	_, err = st.GetCursor(ctx, store.CursorIndexer)
+	require.ErrorIs(t, err, store.ErrNotFound, "other cursors untouched")
+}
+
+func testEarliestBlock(t *testing.T, st store.Store) {
+	_, err := st.EarliestBlock(ctx)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	blocks, txs := chainOf(40, 3, 1, randHash())
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	b, err := st.EarliestBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 40, b.Number)
+	require.Equal(t, blocks[0].Hash, b.Hash)
+}
+
+func testSettlementBatchReads(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID)
+	c := newInvoice(t, st, m.ID)
+	pb1 := newPayment(t, st, b.ID, 9, 1)
+	pa := newPayment(t, st, a.ID, 5, 2)
+	pb0 := newPayment(t, st, b.ID, 3, 3)
+	newPayment(t, st, c.ID, 4, 4)
+
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		invs, err := tx.GetInvoicesForUpdate(ctx, []int64{b.ID, a.ID, 1 << 40})
+		require.NoError(t, err)
+		require.Equal(t, []int64{a.ID, b.ID}, invoiceIDs(invs), "by id, missing ids left out")
+		require.Equal(t, a.DepositAddress, invs[0].DepositAddress)
+		require.Equal(t, a.Version, invs[0].Version)
+
+		none, err := tx.GetInvoicesForUpdate(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, none)
+
+		ps, err := tx.ListPaymentsByInvoices(ctx, []int64{b.ID, a.ID})
+		require.NoError(t, err)
+		ids := make([]int64, len(ps))
+		for i, p := range ps {
+			ids[i] = p.ID
+		}
+		require.Equal(t, []int64{pa.ID, pb0.ID, pb1.ID}, ids, "by invoice, then block")
+		require.Equal(t, pb0.AmountWei, ps[1].AmountWei)
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+func testListConfirmable(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	paid := func() store.Invoice {
+		return newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusPaid })
+	}
+	deep := paid()
+	newPayment(t, st, deep.ID, 10, 1)
+	newPayment(t, st, deep.ID, 20, 1)
+	shallow := paid() // one payment deep enough, one not
+	newPayment(t, st, shallow.ID, 10, 1)
+	newPayment(t, st, shallow.ID, 21, 1)
+	edge := paid()
+	newPayment(t, st, edge.ID, 20, 1)
+	pending := newInvoice(t, st, m.ID)
+	newPayment(t, st, pending.ID, 1, 1)
+	confirmed := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusConfirmed })
+	newPayment(t, st, confirmed.ID, 1, 1)
+
+	ids, err := st.ListConfirmable(ctx, 20, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{deep.ID, edge.ID}, ids)
+
+	ids, err = st.ListConfirmable(ctx, 20, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{deep.ID}, ids, "limit")
+
+	ids, err = st.ListConfirmable(ctx, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{deep.ID, shallow.ID, edge.ID}, ids)
+
+	ids, err = st.ListConfirmable(ctx, 9, 100)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+}
+
+func testSettledBlocks(t *testing.T, st store.Store) {
+	hashes := map[uint64]common.Hash{}
+	for n := uint64(100); n < 110; n++ {
+		hashes[n] = randHash()
+		require.NoError(t, st.InsertSettledBlock(ctx, n, hashes[n]))
+	}
+	require.ErrorIs(t, st.InsertSettledBlock(ctx, 105, randHash()), store.ErrConflict)
+
+	got, err := st.ListSettledBlockHashes(ctx, 103, 105)
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]common.Hash{103: hashes[103], 104: hashes[104], 105: hashes[105]}, got)
+
+	require.NoError(t, st.DeleteSettledBlocks(ctx, 0, 108)) // a reorg from 108
+	require.NoError(t, st.DeleteSettledBlocks(ctx, 102, math.MaxUint64))
+	got, err = st.ListSettledBlockHashes(ctx, 0, math.MaxUint64)
+	require.NoError(t, err)
+	require.Len(t, got, 6)
+	require.Contains(t, got, uint64(102))
+	require.Contains(t, got, uint64(107))
+	require.NotContains(t, got, uint64(101))
+	require.NotContains(t, got, uint64(108))
+}
+
+func testPendingInvoiceTxs(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	pending := newInvoice(t, st, m.ID)
+	paid := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusPaid })
+
+	old, oldTxs := chainOf(1, 2, 3, randHash())
+	fresh, freshTxs := chainOf(3, 1, 3, old[1].Hash)
+	fresh[0].IndexedAt = now().Add(10 * time.Minute)
+	for i := range freshTxs {
+		freshTxs[i].BlockHash = fresh[0].Hash
+	}
+	oldTxs[1].To = &pending.DepositAddress
+	oldTxs[1].ValueWei = store.NewAmount(5)
+	oldTxs[4].To = &pending.DepositAddress
+	oldTxs[4].ValueWei = store.NewAmount(6)
+	oldTxs[2].To = &paid.DepositAddress
+	freshTxs[1].To = &pending.DepositAddress
+	require.NoError(t, st.InsertBlocks(ctx, append(old, fresh...), append(oldTxs, freshTxs...)))
+
+	rows, err := st.ListPendingInvoiceTxs(ctx, now(), 100)
+	require.NoError(t, err)
+	require.Len(t, rows, 2, "only PENDING invoices, only blocks indexed before the cutoff")
+	require.Equal(t, pending.ID, rows[0].InvoiceID)
+	require.Equal(t, pending.AmountWei, rows[0].AmountWei)
+	require.Equal(t, oldTxs[1].Hash, rows[0].TxHash)
+	require.EqualValues(t, 1, rows[0].BlockNumber)
+	require.Equal(t, "5", rows[0].ValueWei.String())
+	requireTime(t, now(), rows[0].IndexedAt)
+	require.Equal(t, oldTxs[4].Hash, rows[1].TxHash)
+
+	rows, err = st.ListPendingInvoiceTxs(ctx, now().Add(time.Hour), 100)
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	rows, err = st.ListPendingInvoiceTxs(ctx, now().Add(-time.Second), 100)
+	require.NoError(t, err)
+	require.Empty(t, rows)
+}
+
+func testUnsweptConfirmed(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	confirmed := func(at time.Time) store.Invoice {
+		return newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+			inv.Status = store.StatusConfirmed
+			inv.SweepStatus = store.SweepQueued
+			inv.ConfirmedAt = &at
+		})
+	}
+	older := confirmed(now().Add(-time.Hour))
+	old := confirmed(now().Add(-30 * time.Minute))
+	recent := confirmed(now())
+	swept := confirmed(now().Add(-2 * time.Hour))
+	newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusPaid })
+
+	funding := store.SweepTx{InvoiceID: &old.ID, Kind: store.SweepTxFunding, From: randAddr(), To: old.DepositAddress,
+		ValueWei: store.NewAmount(1), GasLimit: 21000, MaxFeeWei: store.NewAmount(1), MaxPriorityFeeWei: store.NewAmount(1),
+		TxHash: randHash(), RawTx: randBytes(10), Status: store.SweepTxSent, CreatedAt: now(), UpdatedAt: now()}
+	require.NoError(t, st.CreateSweepTx(ctx, &funding))
+	sweep := funding
+	sweep.InvoiceID, sweep.Kind, sweep.TxHash = &swept.ID, store.SweepTxSweep, randHash()
+	require.NoError(t, st.CreateSweepTx(ctx, &sweep))
+
+	invs, err := st.ListUnsweptConfirmed(ctx, now().Add(-time.Minute), 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{older.ID, old.ID}, invoiceIDs(invs),
+		"oldest first; a funding transaction is not a sweep")
+	invs, err = st.ListUnsweptConfirmed(ctx, now(), 1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{older.ID}, invoiceIDs(invs))
+	_ = recent
 }
