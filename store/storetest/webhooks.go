@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,15 @@ func webhookTests() []test {
 		{"Event_InsertClaimDispatch", testEvents},
 		{"Delivery_CRUD", testDeliveries},
 		{"Delivery_ClaimConcurrently", testClaimDeliveries},
+		{"Event_GetEvents", testGetEvents},
+		{"Event_DispatchCreatesOneDeliveryEach", testDispatchEvents},
+		{"Event_DispatchConcurrently", testDispatchEventsConcurrently},
+		{"Delivery_ClaimPerMerchantCapAndExclusion", testClaimDeliveriesFair},
+		{"Delivery_ClaimFairConcurrently", testClaimDeliveriesFairConcurrently},
+		{"Delivery_LeaseFencing", testDeliveryLeaseFencing},
+		{"Delivery_ExpiredLeaseTakenOver", testDeliveryLeaseTakeover},
+		{"Delivery_Replay", testReplayDelivery},
+		{"Delivery_ReplayFailedSince", testReplayFailedDeliveries},
 	}
 }
 
@@ -137,4 +147,320 @@ func testClaimDeliveries(t *testing.T, st store.Store) {
 	})
 	require.Len(t, claimed, n)
 	require.False(t, claimed[notDue.ID], "a delivery not yet due is not claimed")
+}
+
+func testGetEvents(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	e1 := newEvent(t, st, inv, store.EventInvoicePaid)
+	e2 := newEvent(t, st, inv, store.EventInvoiceConfirmed)
+	got, err := st.GetEvents(ctx, []int64{e2.ID, e1.ID, e2.ID + 100})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "missing ids are left out")
+	require.Equal(t, e1.ID, got[0].ID)
+	require.Equal(t, e2.ID, got[1].ID)
+	require.JSONEq(t, string(e2.Data), string(got[1].Data))
+	none, err := st.GetEvents(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func testDispatchEvents(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	evs := []store.Event{
+		newEvent(t, st, inv, store.EventInvoicePaid),
+		newEvent(t, st, inv, store.EventInvoiceConfirmed),
+		newEvent(t, st, inv, store.EventInvoiceSettled),
+	}
+	at := now().Add(time.Minute)
+	n, err := st.DispatchEvents(ctx, at, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = st.DispatchEvents(ctx, at, 2)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = st.DispatchEvents(ctx, at, 2)
+	require.NoError(t, err)
+	require.Zero(t, n, "every event is dispatched once")
+
+	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{MerchantID: m.ID})
+	require.NoError(t, err)
+	require.Len(t, ds, 3)
+	for i, d := range ds { // newest first
+		ev := evs[len(evs)-1-i]
+		require.Equal(t, ev.ID, d.EventID)
+		require.Equal(t, ev.Type, d.EventType)
+		require.Equal(t, inv.ID, d.InvoiceID)
+		require.Equal(t, store.DeliveryPending, d.Status)
+		require.Zero(t, d.Attempt)
+		require.False(t, d.Delivered)
+		require.Nil(t, d.LockedUntil)
+		requireTimePtr(t, &at, d.NextAttemptAt)
+		requireTime(t, at, d.CreatedAt)
+		got, err := st.GetEvent(ctx, ev.ID)
+		require.NoError(t, err)
+		requireTimePtr(t, &at, got.DispatchedAt)
+	}
+}
+
+func testDispatchEventsConcurrently(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	const n = 60
+	for i := 0; i < n; i++ {
+		newEvent(t, st, inv, store.EventInvoicePaid)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k, err := st.DispatchEvents(ctx, now(), 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if k == 0 {
+					return
+				}
+				mu.Lock()
+				total += k
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, n, total, "each event dispatched by exactly one caller")
+	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{MerchantID: m.ID, Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, ds, n)
+}
+
+func deliveryIDs(ds []store.Delivery) []int64 {
+	ids := make([]int64, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].ID
+	}
+	return ids
+}
+
+func testClaimDeliveriesFair(t *testing.T, st store.Store) {
+	var (
+		ms   [3]store.Merchant
+		due  [3][]store.Delivery
+		base = now().Add(-time.Hour)
+	)
+	for i := range ms {
+		ms[i] = newMerchant(t, st)
+		inv := newInvoice(t, st, ms[i].ID)
+		for k := 0; k < 5; k++ {
+			due[i] = append(due[i], newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid),
+				base.Add(time.Duration(k*3+i)*time.Second)))
+		}
+	}
+	got, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 10,
+		PerMerchant: 2, ExcludeMerchants: []int64{ms[2].ID}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{due[0][0].ID, due[1][0].ID, due[0][1].ID, due[1][1].ID}, deliveryIDs(got),
+		"two per merchant, oldest due first, none of the excluded merchant")
+	for _, d := range got {
+		requireTimePtr(t, webhookPtr(now().Add(time.Minute)), d.LockedUntil)
+	}
+
+	got, err = st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []int64{due[2][0].ID, due[2][1].ID, due[0][2].ID}, deliveryIDs(got),
+		"no cap: the oldest due deliveries not leased")
+
+	got, err = st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: base, Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing is due yet at base (the leased ones are not free either)")
+}
+
+func webhookPtr[T any](v T) *T { return &v }
+
+func testClaimDeliveriesFairConcurrently(t *testing.T, st store.Store) {
+	const perMerchant = 15
+	for i := 0; i < 3; i++ {
+		m := newMerchant(t, st)
+		inv := newInvoice(t, st, m.ID)
+		for k := 0; k < perMerchant; k++ {
+			newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now().Add(-time.Duration(k)*time.Second))
+		}
+	}
+	claimed := claimConcurrently(t, 5, func() ([]int64, error) {
+		ds, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 4, PerMerchant: 1})
+		return deliveryIDs(ds), err
+	})
+	require.Len(t, claimed, 3*perMerchant)
+}
+
+func testDeliveryLeaseFencing(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	d := newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now())
+	ds, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	held := *ds[0].LockedUntil
+
+	_, err = st.RenewDeliveryLease(ctx, d.ID, held.Add(time.Second), now().Add(time.Hour))
+	require.ErrorIs(t, err, store.ErrConflict, "renewing a lease not held")
+	renewed, err := st.RenewDeliveryLease(ctx, d.ID, held, now().Add(2*time.Minute))
+	require.NoError(t, err)
+	requireTime(t, now().Add(2*time.Minute), renewed)
+
+	rec := ds[0]
+	status := 200
+	rec.Status = store.DeliveryDelivered
+	rec.Delivered = true
+	rec.ResponseStatus = &status
+	rec.Attempt = 1
+	rec.LastAttemptAt = webhookPtr(now())
+	rec.NextAttemptAt = nil
+	rec.UpdatedAt = now()
+	require.ErrorIs(t, st.RecordDeliveryAttempt(ctx, rec, held), store.ErrConflict, "the old lease is gone")
+	require.NoError(t, st.RecordDeliveryAttempt(ctx, rec, renewed))
+	got, err := st.GetDelivery(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.DeliveryDelivered, got.Status)
+	require.True(t, got.Delivered)
+	require.Equal(t, 1, got.Attempt)
+	require.Nil(t, got.LockedUntil, "recording clears the lease")
+	require.Nil(t, got.NextAttemptAt)
+	require.ErrorIs(t, st.RecordDeliveryAttempt(ctx, rec, renewed), store.ErrConflict, "recorded once")
+	require.ErrorIs(t, st.ReleaseDeliveryLease(ctx, d.ID, renewed), store.ErrConflict)
+
+	d2 := newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now())
+	ds, err = st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []int64{d2.ID}, deliveryIDs(ds))
+	require.NoError(t, st.ReleaseDeliveryLease(ctx, d2.ID, *ds[0].LockedUntil))
+	ds, err = st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []int64{d2.ID}, deliveryIDs(ds), "a released delivery is claimable at once")
+}
+
+func testDeliveryLeaseTakeover(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	d := newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now())
+	first, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	none, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now().Add(59 * time.Second), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Empty(t, none, "a live lease is not claimable")
+	later := now().Add(61 * time.Second)
+	second, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: later, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []int64{d.ID}, deliveryIDs(second), "an expired lease is claimable")
+
+	rec := first[0]
+	rec.Attempt = 1
+	rec.LastError = "HTTP 500"
+	rec.UpdatedAt = later
+	require.ErrorIs(t, st.RecordDeliveryAttempt(ctx, rec, *first[0].LockedUntil), store.ErrConflict,
+		"the first claimer cannot overwrite the second's work")
+	rec.LastError = "HTTP 503"
+	require.NoError(t, st.RecordDeliveryAttempt(ctx, rec, *second[0].LockedUntil))
+	got, err := st.GetDelivery(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP 503", got.LastError)
+}
+
+func failDelivery(t *testing.T, st store.Store, d store.Delivery, status string) store.Delivery {
+	t.Helper()
+	d.Status = status
+	d.Delivered = status == store.DeliveryDelivered
+	d.Attempt = 8
+	d.LastAttemptAt = webhookPtr(now())
+	d.NextAttemptAt = nil
+	d.LastError = "HTTP 500"
+	require.NoError(t, st.UpdateDelivery(ctx, d))
+	return d
+}
+
+func testReplayDelivery(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	other := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	failed := failDelivery(t, st, newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now()), store.DeliveryFailed)
+	delivered := failDelivery(t, st, newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now()), store.DeliveryDelivered)
+	pending := newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now())
+
+	at := now().Add(time.Hour)
+	got, err := st.ReplayDelivery(ctx, m.ID, failed.ID, at)
+	require.NoError(t, err)
+	require.Equal(t, failed.ID, got.ID)
+	require.Equal(t, failed.EventID, got.EventID, "the same event: the same webhook id")
+	require.Equal(t, store.DeliveryPending, got.Status)
+	require.Zero(t, got.Attempt, "a replay starts a new run of the ladder")
+	requireTimePtr(t, &at, got.NextAttemptAt)
+	require.Nil(t, got.LockedUntil)
+	requireTime(t, at, got.UpdatedAt)
+	require.Equal(t, "HTTP 500", got.LastError, "the last error stays until the next attempt")
+
+	got, err = st.ReplayDelivery(ctx, m.ID, delivered.ID, at)
+	require.NoError(t, err)
+	require.Equal(t, store.DeliveryPending, got.Status)
+	require.False(t, got.Delivered)
+
+	_, err = st.ReplayDelivery(ctx, m.ID, pending.ID, at)
+	require.ErrorIs(t, err, store.ErrConflict, "a pending delivery is already on its way")
+	_, err = st.ReplayDelivery(ctx, other.ID, failed.ID, at)
+	require.ErrorIs(t, err, store.ErrNotFound, "another merchant's delivery is invisible")
+	_, err = st.ReplayDelivery(ctx, m.ID, pending.ID+100, at)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	ds, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: at, Lease: time.Minute})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{failed.ID, delivered.ID, pending.ID}, deliveryIDs(ds))
+}
+
+func testReplayFailedDeliveries(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	other := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	otherInv := newInvoice(t, st, other.ID)
+	mk := func(inv store.Invoice, created time.Time, status string) store.Delivery {
+		ev := newEvent(t, st, inv, store.EventInvoicePaid)
+		d := store.Delivery{EventID: ev.ID, MerchantID: ev.MerchantID, InvoiceID: ev.InvoiceID,
+			EventType: ev.Type, Status: store.DeliveryPending, NextAttemptAt: &created,
+			CreatedAt: created, UpdatedAt: created}
+		require.NoError(t, st.CreateDelivery(ctx, &d))
+		if status != store.DeliveryPending {
+			d = failDelivery(t, st, d, status)
+		}
+		return d
+	}
+	since := now().Add(-time.Hour)
+	old := mk(inv, since.Add(-time.Second), store.DeliveryFailed)
+	recent1 := mk(inv, since, store.DeliveryFailed)
+	recent2 := mk(inv, since.Add(time.Minute), store.DeliveryFailed)
+	mk(inv, since.Add(time.Minute), store.DeliveryDelivered)
+	mk(inv, since.Add(time.Minute), store.DeliveryPending)
+	otherFailed := mk(otherInv, since.Add(time.Minute), store.DeliveryFailed)
+
+	n, err := st.ReplayFailedDeliveries(ctx, m.ID, since, now())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	for _, d := range []store.Delivery{recent1, recent2} {
+		got, err := st.GetDelivery(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryPending, got.Status)
+		require.Zero(t, got.Attempt)
+		requireTimePtr(t, webhookPtr(now()), got.NextAttemptAt)
+	}
+	for _, d := range []store.Delivery{old, otherFailed} {
+		got, err := st.GetDelivery(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryFailed, got.Status, "older or another merchant's: untouched")
+	}
 }

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +59,175 @@ func (s *Store) ClaimDueDeliveries(ctx context.Context, now time.Time, lease tim
 		RETURNING `+deliveryColumns, now.Add(lease), now, now, limit(n, 100, 1000))
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 	return ds, err
+}
+
+// ClaimDeliveries implements store.DeliveryStore.
+//
+// The innermost SELECT locks a window of due candidates (SKIP LOCKED on
+// PostgreSQL; a window function cannot share a query level with FOR
+// UPDATE), the middle one ranks them per merchant so that no merchant gets
+// more than PerMerchant, and the UPDATE leases the survivors.
+func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error) {
+	n := limit(c.Limit, 100, 1000)
+	per, window := n, n
+	if c.PerMerchant > 0 && c.PerMerchant < n {
+		per = c.PerMerchant
+		window = min(4*n, 4000)
+	}
+	args := []any{c.Now.Add(c.Lease), c.Now, c.Now}
+	cand := `SELECT id, merchant_id, next_attempt_at FROM webhook_deliveries
+			WHERE status = 'PENDING' AND next_attempt_at <= ?
+			  AND (locked_until IS NULL OR locked_until <= ?)`
+	if len(c.ExcludeMerchants) > 0 {
+		cand += ` AND merchant_id NOT IN (?)`
+		args = append(args, c.ExcludeMerchants)
+	}
+	cand += ` ORDER BY next_attempt_at, id LIMIT ?` + s.d.SkipLocked
+	args = append(args, window, per, n)
+	var ds []store.Delivery
+	err := s.selIn(ctx, &ds, `
+		UPDATE webhook_deliveries SET locked_until = ?
+		WHERE id IN (
+			SELECT id FROM (
+				SELECT id, next_attempt_at,
+					ROW_NUMBER() OVER (PARTITION BY merchant_id ORDER BY next_attempt_at, id) AS rn
+				FROM (`+cand+`) cand
+			) ranked
+			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?)
+		RETURNING `+deliveryColumns, args...)
+	sort.Slice(ds, func(i, j int) bool {
+		a, b := ds[i].NextAttemptAt, ds[j].NextAttemptAt
+		if a != nil && b != nil && !a.Equal(*b) {
+			return a.Before(*b)
+		}
+		return ds[i].ID < ds[j].ID
+	})
+	return ds, err
+}
+
+// leaseLost is the error of a lease-fenced write whose lease is gone.
+func leaseLost(id int64) error {
+	return fmt.Errorf("%w: delivery %d is no longer leased by this claimer", store.ErrConflict, id)
+}
+
+// RenewDeliveryLease implements store.DeliveryStore.
+func (s *Store) RenewDeliveryLease(ctx context.Context, id int64, held, until time.Time) (time.Time, error) {
+	var got time.Time
+	err := s.get(ctx, &got, `UPDATE webhook_deliveries SET locked_until = ?
+		WHERE id = ? AND status = 'PENDING' AND locked_until = ? RETURNING locked_until`, until, id, held)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, leaseLost(id)
+	}
+	return got, err
+}
+
+// ReleaseDeliveryLease implements store.DeliveryStore.
+func (s *Store) ReleaseDeliveryLease(ctx context.Context, id int64, held time.Time) error {
+	res, err := s.exec(ctx, `UPDATE webhook_deliveries SET locked_until = NULL
+		WHERE id = ? AND status = 'PENDING' AND locked_until = ?`, id, held)
+	if err != nil {
+		return err
+	}
+	if errors.Is(mustAffect(res), store.ErrNotFound) {
+		return leaseLost(id)
+	}
+	return nil
+}
+
+// RecordDeliveryAttempt implements store.DeliveryStore.
+func (s *Store) RecordDeliveryAttempt(ctx context.Context, d store.Delivery, held time.Time) error {
+	res, err := s.exec(ctx, `UPDATE webhook_deliveries SET status = ?, delivered = ?,
+			response_status = ?, attempt = ?, last_attempt_at = ?, next_attempt_at = ?,
+			last_error = ?, locked_until = NULL, updated_at = ?
+		WHERE id = ? AND status = 'PENDING' AND locked_until = ?`,
+		d.Status, d.Delivered, d.ResponseStatus, d.Attempt, d.LastAttemptAt, d.NextAttemptAt,
+		d.LastError, d.UpdatedAt, d.ID, held)
+	if err != nil {
+		return err
+	}
+	if errors.Is(mustAffect(res), store.ErrNotFound) {
+		return leaseLost(d.ID)
+	}
+	return nil
+}
+
+// DispatchEvents implements store.DeliveryStore.
+func (s *Store) DispatchEvents(ctx context.Context, now time.Time, n int) (int, error) {
+	var count int
+	err := s.withTx(ctx, func(t *Store) error {
+		var evs []struct {
+			ID         int64  `db:"id"`
+			MerchantID int64  `db:"merchant_id"`
+			InvoiceID  int64  `db:"invoice_id"`
+			Type       string `db:"type"`
+		}
+		if err := t.sel(ctx, &evs, `SELECT id, merchant_id, invoice_id, type FROM events
+			WHERE dispatched_at IS NULL ORDER BY id LIMIT ?`+t.d.SkipLocked, limit(n, 100, 1000)); err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		var (
+			q    strings.Builder
+			args = make([]any, 0, 7*len(evs))
+			ids  = make([]int64, len(evs))
+		)
+		q.WriteString(`INSERT INTO webhook_deliveries (event_id, merchant_id, invoice_id, event_type,
+			status, delivered, attempt, last_error, next_attempt_at, created_at, updated_at) VALUES `)
+		for i, e := range evs {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(`(?, ?, ?, ?, 'PENDING', FALSE, 0, '', ?, ?, ?)`)
+			args = append(args, e.ID, e.MerchantID, e.InvoiceID, e.Type, now, now, now)
+			ids[i] = e.ID
+		}
+		q.WriteString(` ON CONFLICT (event_id) DO NOTHING`)
+		if _, err := t.exec(ctx, q.String(), args...); err != nil {
+			return err
+		}
+		if _, err := t.execIn(ctx, `UPDATE events SET dispatched_at = ? WHERE id IN (?)`, now, ids); err != nil {
+			return err
+		}
+		count = len(evs)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return count, nil
+}
+
+// ReplayDelivery implements store.DeliveryStore.
+func (s *Store) ReplayDelivery(ctx context.Context, merchantID, id int64, now time.Time) (store.Delivery, error) {
+	var d store.Delivery
+	err := s.get(ctx, &d, `UPDATE webhook_deliveries SET status = 'PENDING', delivered = ?, attempt = 0,
+			next_attempt_at = ?, locked_until = NULL, updated_at = ?
+		WHERE id = ? AND merchant_id = ? AND status IN ('FAILED', 'DELIVERED')
+		RETURNING `+deliveryColumns, false, now, now, id, merchantID)
+	if !errors.Is(err, store.ErrNotFound) {
+		return d, err
+	}
+	cur, err := s.GetDelivery(ctx, id)
+	if err != nil {
+		return store.Delivery{}, err
+	}
+	if cur.MerchantID != merchantID {
+		return store.Delivery{}, store.ErrNotFound
+	}
+	return store.Delivery{}, fmt.Errorf("%w: delivery %d is %s", store.ErrConflict, id, cur.Status)
+}
+
+// ReplayFailedDeliveries implements store.DeliveryStore.
+func (s *Store) ReplayFailedDeliveries(ctx context.Context, merchantID int64, since, now time.Time) (int64, error) {
+	res, err := s.exec(ctx, `UPDATE webhook_deliveries SET status = 'PENDING', delivered = ?, attempt = 0,
+			next_attempt_at = ?, locked_until = NULL, updated_at = ?
+		WHERE merchant_id = ? AND status = 'FAILED' AND created_at >= ?`, false, now, now, merchantID, since)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // ListDeliveries implements store.DeliveryStore.

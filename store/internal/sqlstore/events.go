@@ -45,3 +45,13 @@ func (s *Store) MarkEventDispatched(ctx context.Context, id int64, at time.Time)
 	}
 	return mustAffect(res)
 }
+
+// GetEvents implements store.EventStore.
+func (s *Store) GetEvents(ctx context.Context, ids []int64) ([]store.Event, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var es []store.Event
+	err := s.selIn(ctx, &es, `SELECT `+eventColumns+` FROM events WHERE id IN (?) ORDER BY id`, ids)
+	return es, err
+}
