@@ -13,13 +13,18 @@ const (
 	SweepTxTopUp   = "TOPUP"   // gas funder → sweep wallet
 )
 
+// SweepTxLive lists the statuses of a transaction that may still be (or is)
+// mined. At most one transaction per (sender, kind, nonce) is live, and at most one
+// SWEEP per deposit address.
+var SweepTxLive = []string{SweepTxSigned, SweepTxSent, SweepTxMined}
+
 // Sweep transaction statuses.
 const (
 	SweepTxSigned   = "SIGNED"   // stored, not yet broadcast
 	SweepTxSent     = "SENT"     // broadcast, not yet mined
 	SweepTxMined    = "MINED"    // included with the confirmations required
 	SweepTxReplaced = "REPLACED" // superseded by a transaction with the same nonce
-	SweepTxFailed   = "FAILED"   // reverted, or dropped for good
+	SweepTxFailed   = "FAILED"   // reverted, or its nonce was used by another transaction
 )
 
 // SweepTx is a transaction the sweep worker signed. It is stored before it
@@ -47,4 +52,10 @@ type SweepTx struct {
 	UpdatedAt time.Time  `db:"updated_at" json:"updated_at"`
 	SentAt    *time.Time `db:"sent_at" json:"sent_at"`
 	MinedAt   *time.Time `db:"mined_at" json:"mined_at"`
+	// SentBlock is the chain head when the node last accepted the
+	// transaction: a transaction not mined some blocks later is replaced.
+	SentBlock *uint64 `db:"sent_block" json:"sent_block"`
+	// LastError is the node's last refusal of the transaction, as a short
+	// class ("insufficient gas", "nonce too low", …); empty once accepted.
+	LastError string `db:"last_error" json:"last_error,omitempty"`
 }

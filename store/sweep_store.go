@@ -15,14 +15,26 @@ type SweepStore interface {
 	// ≤ now, no live lease) until now+lease. Concurrent callers never get
 	// the same invoice.
 	ClaimSweeps(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Invoice, error)
-	// CreateSweepTx inserts t and sets t.ID.
+	// CreateSweepTx inserts t and sets t.ID. ErrConflict on a known tx
+	// hash, a second live transaction for one (sender, kind, nonce) or a second
+	// live sweep for one deposit address (see SweepTxLive).
 	CreateSweepTx(ctx context.Context, t *SweepTx) error
-	// UpdateSweepTx writes status, mining and fee fields of t.
+	// UpdateSweepTx writes the status, broadcast, mining and fee fields of
+	// t. ErrConflict when the status change would make two transactions
+	// live for one (sender, kind, nonce), or two sweeps live for one deposit
+	// address.
 	UpdateSweepTx(ctx context.Context, t SweepTx) error
 	ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]SweepTx, error)
 	// ListSweepTxsByStatus returns transactions with one of the statuses,
 	// oldest first.
 	ListSweepTxsByStatus(ctx context.Context, statuses []string, limit int) ([]SweepTx, error)
+	// ListUnminedSweepTxs returns the transactions from addr that are
+	// SIGNED or SENT, by nonce then id.
+	ListUnminedSweepTxs(ctx context.Context, from common.Address) ([]SweepTx, error)
+	// ListInvoicesBySweepStatus returns invoices whose sweep_status is
+	// status and whose id is greater than afterID, by id, at most limit
+	// (defaults to 100).
+	ListInvoicesBySweepStatus(ctx context.Context, status string, afterID int64, limit int) ([]Invoice, error)
 	// ListSweepTxsMinedSince returns transactions from addr mined at or
 	// after since (for the 24-hour gas spend).
 	ListSweepTxsMinedSince(ctx context.Context, from common.Address, since time.Time) ([]SweepTx, error)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
@@ -15,6 +16,10 @@ func sweepTests() []test {
 		{"Sweep_ClaimSweepsConcurrently", testClaimSweeps},
 		{"Sweep_Txs", testSweepTxs},
 		{"Sweep_ReserveNonceConcurrently", testReserveNonce},
+		{"Sweep_OneLiveTxPerNonce", testSweepTxOneLivePerNonce},
+		{"Sweep_OneLiveSweepPerDepositAddress", testSweepTxOneLiveSweep},
+		{"Sweep_ListUnminedSweepTxs", testListUnminedSweepTxs},
+		{"Sweep_ListInvoicesBySweepStatus", testListInvoicesBySweepStatus},
 	}
 }
 
@@ -53,17 +58,17 @@ func testSweepTxs(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	inv := newInvoice(t, st, m.ID)
 	wallet := randAddr()
-	mk := func(kind string, invoiceID *int64) store.SweepTx {
+	mk := func(kind string, invoiceID *int64, nonce uint64) store.SweepTx {
 		tx := store.SweepTx{InvoiceID: invoiceID, Kind: kind, From: wallet, To: inv.DepositAddress,
-			Nonce: 3, ValueWei: maxUint256(), GasLimit: 21000, MaxFeeWei: store.NewAmount(2e9),
+			Nonce: nonce, ValueWei: maxUint256(), GasLimit: 21000, MaxFeeWei: store.NewAmount(2e9),
 			MaxPriorityFeeWei: store.NewAmount(1e9), TxHash: randHash(), RawTx: randBytes(110),
 			Status: store.SweepTxSigned, CreatedAt: now(), UpdatedAt: now()}
 		require.NoError(t, st.CreateSweepTx(ctx, &tx))
 		require.NotZero(t, tx.ID)
 		return tx
 	}
-	funding := mk(store.SweepTxFunding, &inv.ID)
-	topUp := mk(store.SweepTxTopUp, nil)
+	funding := mk(store.SweepTxFunding, &inv.ID, 3)
+	topUp := mk(store.SweepTxTopUp, nil, 4)
 
 	dup := funding
 	require.ErrorIs(t, st.CreateSweepTx(ctx, &dup), store.ErrConflict, "a tx hash is stored once")
@@ -77,6 +82,9 @@ func testSweepTxs(t *testing.T, st store.Store) {
 	funding.FeeWei = &fee
 	funding.MinedAt = &mined
 	funding.SentAt = &mined
+	sentBlock := uint64(11)
+	funding.SentBlock = &sentBlock
+	funding.LastError = "nonce too low"
 	require.NoError(t, st.UpdateSweepTx(ctx, funding))
 
 	byInvoice, err := st.ListSweepTxsByInvoice(ctx, inv.ID)
@@ -86,6 +94,9 @@ func testSweepTxs(t *testing.T, st store.Store) {
 	require.Equal(t, maxUint256(), byInvoice[0].ValueWei)
 	require.Equal(t, fee, *byInvoice[0].FeeWei)
 	require.EqualValues(t, 12, *byInvoice[0].BlockNumber)
+	require.EqualValues(t, 11, *byInvoice[0].SentBlock)
+	require.Equal(t, "nonce too low", byInvoice[0].LastError)
+	require.Nil(t, topUp.SentBlock)
 
 	signed, err := st.ListSweepTxsByStatus(ctx, []string{store.SweepTxSigned, store.SweepTxSent}, 10)
 	require.NoError(t, err)
@@ -137,4 +148,108 @@ func testReserveNonce(t *testing.T, st store.Store) {
 	for i := uint64(11); i < 11+workers; i++ {
 		require.True(t, seen[i], "nonce %d skipped", i)
 	}
+}
+
+func newSweepTx(t *testing.T, st store.Tx, kind string, invoiceID *int64, from, to common.Address, nonce uint64, status string) store.SweepTx {
+	t.Helper()
+	tx := store.SweepTx{InvoiceID: invoiceID, Kind: kind, From: from, To: to, Nonce: nonce,
+		ValueWei: store.NewAmount(1), GasLimit: 21000, MaxFeeWei: store.NewAmount(2e9),
+		MaxPriorityFeeWei: store.NewAmount(1e9), TxHash: randHash(), RawTx: randBytes(110),
+		Status: status, CreatedAt: now(), UpdatedAt: now()}
+	require.NoError(t, st.CreateSweepTx(ctx, &tx))
+	return tx
+}
+
+func testSweepTxOneLivePerNonce(t *testing.T, st store.Store) {
+	wallet, to := randAddr(), randAddr()
+	first := newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 7, store.SweepTxSent)
+
+	dup := first
+	dup.TxHash = randHash()
+	require.ErrorIs(t, st.CreateSweepTx(ctx, &dup), store.ErrConflict,
+		"a second live transaction for one (sender, kind, nonce)")
+
+	// A replacement: the first is superseded and the new one stored, in one
+	// transaction.
+	var second store.SweepTx
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
+		first.Status = store.SweepTxReplaced
+		if err := tx.UpdateSweepTx(ctx, first); err != nil {
+			return err
+		}
+		second = newSweepTx(t, tx, store.SweepTxFunding, nil, wallet, to, 7, store.SweepTxSigned)
+		return nil
+	}))
+	// The replaced one turned out to be mined: it cannot become live again
+	// while the replacement is.
+	first.Status = store.SweepTxMined
+	require.ErrorIs(t, st.UpdateSweepTx(ctx, first), store.ErrConflict)
+	second.Status = store.SweepTxReplaced
+	require.NoError(t, st.UpdateSweepTx(ctx, second))
+	require.NoError(t, st.UpdateSweepTx(ctx, first))
+
+	newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 8, store.SweepTxSigned)
+	newSweepTx(t, st, store.SweepTxFunding, nil, randAddr(), to, 7, store.SweepTxSigned)
+	failed := newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 9, store.SweepTxFailed)
+	require.Equal(t, store.SweepTxFailed, failed.Status)
+	newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 9, store.SweepTxSigned)
+}
+
+func testSweepTxOneLiveSweep(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	deposit := inv.DepositAddress
+	first := newSweepTx(t, st, store.SweepTxSweep, &inv.ID, deposit, m.SettlementAddress, 0, store.SweepTxSigned)
+	dup := first
+	dup.TxHash, dup.Nonce = randHash(), 1
+	require.ErrorIs(t, st.CreateSweepTx(ctx, &dup), store.ErrConflict,
+		"a deposit address is never swept twice, whatever the nonce")
+	// Transactions from the deposit address of another kind are not sweeps.
+	newSweepTx(t, st, store.SweepTxFunding, &inv.ID, deposit, m.SettlementAddress, 1, store.SweepTxSigned)
+
+	first.Status = store.SweepTxFailed
+	require.NoError(t, st.UpdateSweepTx(ctx, first))
+	newSweepTx(t, st, store.SweepTxSweep, &inv.ID, deposit, m.SettlementAddress, 2, store.SweepTxSigned)
+}
+
+func testListUnminedSweepTxs(t *testing.T, st store.Store) {
+	wallet, to := randAddr(), randAddr()
+	n5 := newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 5, store.SweepTxSent)
+	n3 := newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 3, store.SweepTxSigned)
+	newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 2, store.SweepTxMined)
+	newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 4, store.SweepTxReplaced)
+	newSweepTx(t, st, store.SweepTxFunding, nil, wallet, to, 4, store.SweepTxFailed)
+	newSweepTx(t, st, store.SweepTxFunding, nil, randAddr(), to, 1, store.SweepTxSigned)
+
+	got, err := st.ListUnminedSweepTxs(ctx, wallet)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, n3.ID, got[0].ID, "by nonce")
+	require.Equal(t, n5.ID, got[1].ID)
+}
+
+func testListInvoicesBySweepStatus(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	var failed []int64
+	for i := 0; i < 5; i++ {
+		status := store.SweepFailed
+		if i%2 == 1 {
+			status = store.SweepQueued
+		}
+		inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+			inv.Status = store.StatusConfirmed
+			inv.SweepStatus = status
+			inv.SweepError = "insufficient gas"
+		})
+		if status == store.SweepFailed {
+			failed = append(failed, inv.ID)
+		}
+	}
+	first, err := st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, 0, 2)
+	require.NoError(t, err)
+	require.Equal(t, failed[:2], invoiceIDs(first))
+	require.Equal(t, "insufficient gas", first[0].SweepError)
+	rest, err := st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, first[1].ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, failed[2:], invoiceIDs(rest))
 }

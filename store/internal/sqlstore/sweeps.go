@@ -12,16 +12,18 @@ import (
 
 const sweepTxColumns = `id, invoice_id, kind, from_address, to_address, nonce, value_wei, gas_limit,
 	max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status, block_number, gas_used, fee_wei,
-	created_at, updated_at, sent_at, mined_at`
+	created_at, updated_at, sent_at, mined_at, sent_block, last_error`
 
 // CreateSweepTx implements store.SweepStore.
 func (s *Store) CreateSweepTx(ctx context.Context, t *store.SweepTx) error {
 	return s.namedGet(ctx, &t.ID, `INSERT INTO sweep_txs (invoice_id, kind, from_address, to_address,
 			nonce, value_wei, gas_limit, max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status,
-			block_number, gas_used, fee_wei, created_at, updated_at, sent_at, mined_at)
+			block_number, gas_used, fee_wei, created_at, updated_at, sent_at, mined_at, sent_block,
+			last_error)
 		VALUES (:invoice_id, :kind, :from_address, :to_address, :nonce, :value_wei, :gas_limit,
 			:max_fee_wei, :max_priority_fee_wei, :tx_hash, :raw_tx, :status, :block_number,
-			:gas_used, :fee_wei, :created_at, :updated_at, :sent_at, :mined_at)
+			:gas_used, :fee_wei, :created_at, :updated_at, :sent_at, :mined_at, :sent_block,
+			:last_error)
 		RETURNING id`, t)
 }
 
@@ -29,7 +31,7 @@ func (s *Store) CreateSweepTx(ctx context.Context, t *store.SweepTx) error {
 func (s *Store) UpdateSweepTx(ctx context.Context, t store.SweepTx) error {
 	res, err := s.namedExec(ctx, `UPDATE sweep_txs SET status = :status, block_number = :block_number,
 			gas_used = :gas_used, fee_wei = :fee_wei, updated_at = :updated_at, sent_at = :sent_at,
-			mined_at = :mined_at
+			mined_at = :mined_at, sent_block = :sent_block, last_error = :last_error
 		WHERE id = :id`, t)
 	if err != nil {
 		return err
@@ -50,6 +52,22 @@ func (s *Store) ListSweepTxsByStatus(ctx context.Context, statuses []string, n i
 	err := s.selIn(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE status IN (?)
 		ORDER BY id LIMIT ?`, statuses, limit(n, 100, 10000))
 	return ts, err
+}
+
+// ListUnminedSweepTxs implements store.SweepStore.
+func (s *Store) ListUnminedSweepTxs(ctx context.Context, from common.Address) ([]store.SweepTx, error) {
+	var ts []store.SweepTx
+	err := s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs
+		WHERE from_address = ? AND status IN ('SIGNED', 'SENT') ORDER BY nonce, id`, from)
+	return ts, err
+}
+
+// ListInvoicesBySweepStatus implements store.SweepStore.
+func (s *Store) ListInvoicesBySweepStatus(ctx context.Context, status string, afterID int64, n int) ([]store.Invoice, error) {
+	var invs []store.Invoice
+	err := s.sel(ctx, &invs, selectInvoice+` WHERE sweep_status = ? AND id > ? ORDER BY id LIMIT ?`,
+		status, afterID, limit(n, 100, 1000))
+	return invs, err
 }
 
 // ListSweepTxsMinedSince implements store.SweepStore.
