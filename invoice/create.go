@@ -1,0 +1,237 @@
+package invoice
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/store"
+)
+
+// invoiceRequest is a validated POST /v1/invoices body.
+type invoiceRequest struct {
+	amount      store.Amount
+	expiresIn   time.Duration
+	orderID     string
+	description string
+	metadata    []byte
+}
+
+// invoiceView is the invoice as the merchant API shows it: the store's JSON
+// form plus the QR URLs, and the lookup token in a create response only.
+type invoiceView struct {
+	store.Invoice
+	QRPNGURL    string `json:"qr_png_url"`
+	QRSVGURL    string `json:"qr_svg_url"`
+	LookupToken string `json:"lookup_token,omitempty"`
+}
+
+func (s *Service) view(inv store.Invoice) invoiceView {
+	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
+	return invoiceView{Invoice: inv, QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
+}
+
+// response is what a create request answers, first or replayed.
+type response struct {
+	status    int
+	body      []byte
+	invoiceID int64
+	replayed  bool
+}
+
+// requestFingerprint is SHA-256 over method, path and body: the same key
+// with a different fingerprint is a different request (422).
+func requestFingerprint(method, path string, body []byte) []byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
+		var n [8]byte
+		l := uint64(len(part))
+		for i := range n {
+			n[i] = byte(l >> (8 * (7 - i)))
+		}
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
+
+// maxClaimAttempts bounds the loop that races other requests for a key
+// (insert, read, claim): each round is lost only to a request that made
+// progress, so a few rounds always settle it.
+const maxClaimAttempts = 4
+
+// createInvoice runs an idempotent invoice creation for merchant m.
+//
+// Protocol: an IN_FLIGHT record for (merchant, key) is committed first, so
+// that a concurrent request with the key finds it (409). Then one
+// transaction takes the next derivation index, inserts the invoice, and
+// completes the record with the sealed response, only if the record is
+// still held under this request's lease. A request whose process dies
+// leaves an IN_FLIGHT record whose lease ends after IdempotencyLease; a
+// retry then claims it. A request that fails without committing deletes
+// its record so that the key can be retried at once.
+func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key string, fp []byte, req invoiceRequest) (response, error) {
+	now := s.now()
+	rec := store.IdempotencyRecord{
+		MerchantID: m.ID, Key: key, RequestHash: fp, Status: store.IdempotencyInFlight,
+		LockedUntil: now.Add(s.cfg.IdempotencyLease), CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL),
+	}
+	owned := false
+	for attempt := 0; attempt < maxClaimAttempts && !owned; attempt++ {
+		err := s.st.CreateIdempotencyRecord(ctx, rec)
+		if err == nil {
+			owned = true
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return response{}, err
+		}
+		prev, err := s.st.GetIdempotencyRecord(ctx, m.ID, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // released meanwhile: insert again
+		}
+		if err != nil {
+			return response{}, err
+		}
+		if !bytes.Equal(prev.RequestHash, fp) {
+			return response{}, newError(http.StatusUnprocessableEntity, codeKeyReused,
+				"this Idempotency-Key was used with a different request (method, path or body)")
+		}
+		if prev.Status == store.IdempotencyDone {
+			return s.replay(m.ID, key, prev)
+		}
+		if prev.LockedUntil.After(now) {
+			return response{}, errInFlight
+		}
+		err = s.st.ClaimIdempotencyRecord(ctx, rec, now)
+		if err == nil {
+			owned = true
+		} else if !errors.Is(err, store.ErrConflict) {
+			return response{}, err
+		}
+	}
+	if !owned {
+		return response{}, errInFlight
+	}
+
+	resp, err := s.insertInvoice(ctx, m, key, rec, req, now)
+	if err != nil {
+		// Nothing was committed: free the key for a retry (a lease
+		// expiry would free it anyway).
+		rerr := s.st.ReleaseIdempotencyRecord(context.WithoutCancel(ctx), m.ID, key, rec.LockedUntil)
+		if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+			s.log.WarnContext(ctx, "release idempotency key", slog.Int64("merchant_id", m.ID), slog.String("error", rerr.Error()))
+		}
+		if errors.Is(err, store.ErrConflict) && errors.Is(err, errLeaseLost) {
+			return response{}, errInFlight
+		}
+		return response{}, err
+	}
+	return resp, nil
+}
+
+var (
+	errInFlight = newError(http.StatusConflict, codeKeyInFlight,
+		"a request with this Idempotency-Key is still being processed; retry later")
+	errLeaseLost = errors.New("idempotency lease lost")
+)
+
+func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyRecord) (response, error) {
+	if rec.ResponseStatus == nil {
+		return response{}, fmt.Errorf("invoice: idempotency record %q of merchant %d is DONE without a response", key, merchantID)
+	}
+	body, err := s.creds.openResponse(merchantID, key, rec.ResponseBody)
+	if err != nil {
+		return response{}, err
+	}
+	r := response{status: *rec.ResponseStatus, body: body, replayed: true}
+	if rec.InvoiceID != nil {
+		r.invoiceID = *rec.InvoiceID
+	}
+	return r, nil
+}
+
+// insertInvoice is the one transaction that makes an invoice. The counter
+// row behind NextDerivationIndex stays locked until commit, so the work
+// between it and the commit is kept to the derivation and two statements.
+func (s *Service) insertInvoice(ctx context.Context, m store.Merchant, key string, rec store.IdempotencyRecord, req invoiceRequest, now time.Time) (response, error) {
+	token, tokenHash, err := newLookupToken()
+	if err != nil {
+		return response{}, err
+	}
+	inv := store.Invoice{
+		MerchantID: m.ID, Status: store.StatusPending, AmountWei: req.amount, ChainID: s.chainID,
+		OrderID: req.orderID, Description: req.description, Metadata: req.metadata,
+		LookupTokenHash: tokenHash, ExpiresAt: now.Add(req.expiresIn), CreatedAt: now, UpdatedAt: now,
+		SweepStatus: store.SweepNone,
+	}
+	var body []byte
+	err = s.st.InTx(ctx, func(tx store.Tx) error {
+		if err := s.assignAddress(ctx, tx, &inv); err != nil {
+			return err
+		}
+		if err := tx.CreateInvoice(ctx, &inv); err != nil {
+			return err
+		}
+		v := s.view(inv)
+		v.LookupToken = token
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			return err
+		}
+		sealed, err := s.creds.sealResponse(m.ID, key, body)
+		if err != nil {
+			return err
+		}
+		status := http.StatusCreated
+		done := rec
+		done.Status = store.IdempotencyDone
+		done.ResponseStatus = &status
+		done.ResponseBody = sealed
+		done.InvoiceID = &inv.ID
+		if err := tx.CompleteIdempotencyRecord(ctx, done); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("%w: %w", errLeaseLost, err)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: http.StatusCreated, body: body, invoiceID: inv.ID}, nil
+}
+
+// assignAddress takes the next derivation index and its address. BIP-32
+// says to skip an index whose key is invalid (probability below 2^-127);
+// the skipped index has no address a wallet could scan, so it is no gap.
+func (s *Service) assignAddress(ctx context.Context, tx store.Tx, inv *store.Invoice) error {
+	for {
+		idx, err := tx.NextDerivationIndex(ctx)
+		if err != nil {
+			return err
+		}
+		addr, err := s.deriver.Address(idx)
+		if errors.Is(err, hdwallet.ErrInvalidChild) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		uri, err := FormatPaymentURI(PaymentURI{Address: addr, ChainID: s.chainID, Value: inv.AmountWei.Uint256()})
+		if err != nil {
+			return err
+		}
+		inv.DerivationIndex, inv.DepositAddress, inv.PaymentURI = idx, addr, uri
+		return nil
+	}
+}

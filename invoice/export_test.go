@@ -1,0 +1,24 @@
+package invoice
+
+// Test hooks.
+
+// HashesRun reports how many Argon2id verifications the Authenticator ran.
+func (a *Authenticator) HashesRun() int64 { return a.hashes.Load() }
+
+// Authenticator returns the service's api_key authenticator.
+func (s *Service) Authenticator() *Authenticator { return s.auth }
+
+// RoutePatterns lists the "METHOD /path" patterns of every endpoint.
+func RoutePatterns() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.method + " " + r.path
+	}
+	return out
+}
+
+// RequestFingerprint is the idempotency fingerprint of a request.
+var RequestFingerprint = requestFingerprint
+
+// VerifyAPIKey checks a key against a PHC Argon2id hash.
+var VerifyAPIKey = verifyAPIKey

@@ -1,0 +1,641 @@
+package invoice
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// route is one endpoint: a Go 1.22 ServeMux pattern and its handler.
+type route struct {
+	method, path string
+	handler      func(*Service, http.ResponseWriter, *http.Request)
+}
+
+// routes lists every endpoint. The OpenAPI document describes exactly
+// these (a test checks both ways).
+var routes = []route{
+	{"POST", "/v1/invoices", (*Service).handleCreateInvoice},
+	{"GET", "/v1/invoices", (*Service).handleListInvoices},
+	{"GET", "/v1/invoices/{id}", (*Service).handleGetInvoice},
+	{"GET", "/v1/invoices/{id}/qr.png", (*Service).handleQRPNG},
+	{"GET", "/v1/invoices/{id}/qr.svg", (*Service).handleQRSVG},
+	{"GET", "/v1/merchant", (*Service).handleGetMerchant},
+	{"PATCH", "/v1/merchant", (*Service).handleUpdateMerchant},
+	{"POST", "/v1/merchant/api-key/rotate", (*Service).handleRotateAPIKey},
+	{"POST", "/v1/merchant/webhook-secret/rotate", (*Service).handleRotateWebhookSecret},
+	{"POST", "/v1/admin/merchants", (*Service).handleAdminCreateMerchant},
+	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", (*Service).handleAdminRotateAPIKey},
+	{"GET", "/v1/public/invoice", (*Service).handlePublicInvoice},
+	{"GET", "/v1/openapi.json", (*Service).handleOpenAPI},
+}
+
+// Routes registers every endpoint of the invoice API on mux, with Go 1.22
+// method and path patterns ("POST /v1/invoices"). For each path it also
+// registers the bare path, which answers other methods with a 405 problem.
+// It panics, like ServeMux.Handle, when a pattern conflicts with one
+// already registered.
+func (s *Service) Routes(mux *http.ServeMux) {
+	allowed := map[string][]string{}
+	var paths []string
+	for _, rt := range routes {
+		h := rt.handler
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		if _, seen := allowed[rt.path]; !seen {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for _, p := range paths {
+		methods := allowed[p]
+		if slices.Contains(methods, "GET") {
+			methods = append(methods, "HEAD")
+		}
+		allow := strings.Join(methods, ", ")
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, newError(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+				r.Method+" is not allowed here; allowed: "+allow))
+		})
+	}
+}
+
+// Handler returns a ServeMux serving only the invoice API (Routes on a new
+// mux).
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	return mux
+}
+
+// PublicHandler serves GET /v1/public/invoice alone, for a process that
+// exposes only the read API. Mount it at that path.
+func (s *Service) PublicHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeProblem(w, newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "use GET"))
+			return
+		}
+		s.handlePublicInvoice(w, r)
+	})
+}
+
+// fail writes err as a problem: API errors as they are, unauthorized as
+// 401, an unreachable database as 503, anything else as a bare 500 (the
+// cause is logged, never shown).
+func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		writeProblem(w, ae)
+	case errors.Is(err, ErrUnauthorized):
+		writeProblem(w, errUnauthorized)
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(w, errNotFound)
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		writeProblem(w, newError(http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later"))
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads this.
+		writeProblem(w, newError(http.StatusServiceUnavailable, codeUnavailable, "request cancelled"))
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		writeProblem(w, newError(http.StatusInternalServerError, codeInternal, "internal error"))
+	}
+}
+
+var (
+	errUnauthorized = newError(http.StatusUnauthorized, codeUnauthorized,
+		"a valid bearer credential is required")
+	errNotFound = newError(http.StatusNotFound, codeNotFound, "no such resource")
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, newError(http.StatusInternalServerError, codeInternal, "internal error"))
+		return
+	}
+	writeBody(w, status, body)
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-store")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// merchant authenticates the request, writing the problem when it fails.
+func (s *Service) merchant(w http.ResponseWriter, r *http.Request) (store.Merchant, bool) {
+	m, err := s.auth.Authenticate(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return store.Merchant{}, false
+	}
+	return m, true
+}
+
+// idempotencyKey reads the Idempotency-Key header: a token or an RFC 8941
+// string ("…"), 1 to 255 printable ASCII characters.
+func idempotencyKey(r *http.Request) (string, *apiError) {
+	vals := r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
+		return "", newError(http.StatusBadRequest, codeKeyMissing, "the Idempotency-Key header is required")
+	}
+	key := strings.TrimSpace(vals[0])
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	bad := newError(http.StatusBadRequest, codeKeyInvalid,
+		"Idempotency-Key must be one value of 1 to 255 printable ASCII characters")
+	if len(vals) > 1 || key == "" || len(key) > maxKeyLen {
+		return "", bad
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e || key[i] == '"' || key[i] == '\\' {
+			return "", bad
+		}
+	}
+	return key, nil
+}
+
+func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return
+	}
+	key, perr := idempotencyKey(r)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	req, perr := s.parseInvoiceRequest(body)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	resp, err := s.createInvoice(r.Context(), m, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body), req)
+	if err != nil {
+		if errors.Is(err, errInFlight) {
+			w.Header().Set("Retry-After", "1")
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if resp.invoiceID != 0 {
+		w.Header().Set("Location", s.cfg.BaseURL+"/v1/invoices/"+strconv.FormatInt(resp.invoiceID, 10))
+	}
+	if resp.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeBody(w, resp.status, resp.body)
+}
+
+// invoiceOf reads invoice {id} of the authenticated merchant; another
+// merchant's invoice is "not found", exactly like a missing one.
+func (s *Service) invoiceOf(w http.ResponseWriter, r *http.Request) (store.Invoice, bool) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return store.Invoice{}, false
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeProblem(w, errNotFound)
+		return store.Invoice{}, false
+	}
+	inv, err := s.st.GetInvoice(r.Context(), id)
+	if err == nil && inv.MerchantID != m.ID {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return store.Invoice{}, false
+	}
+	return inv, true
+}
+
+func (s *Service) handleGetInvoice(w http.ResponseWriter, r *http.Request) {
+	if inv, ok := s.invoiceOf(w, r); ok {
+		writeJSON(w, http.StatusOK, s.view(inv))
+	}
+}
+
+func (s *Service) handleQRPNG(w http.ResponseWriter, r *http.Request) {
+	inv, ok := s.invoiceOf(w, r)
+	if !ok {
+		return
+	}
+	size := s.cfg.QRSize
+	for name, vals := range r.URL.Query() {
+		if name != "size" {
+			writeProblem(w, fieldError(codeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
+			return
+		}
+		n, err := strconv.Atoi(vals[0])
+		if err != nil || len(vals) > 1 || n < minQRSize || n > maxQRSize {
+			writeProblem(w, fieldError(codeInvalidParameter, "size",
+				"size must be one integer from "+strconv.Itoa(minQRSize)+" to "+strconv.Itoa(maxQRSize)))
+			return
+		}
+		size = n
+	}
+	png, err := QRPNG(inv.PaymentURI, size)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeImage(w, "image/png", png)
+}
+
+func (s *Service) handleQRSVG(w http.ResponseWriter, r *http.Request) {
+	inv, ok := s.invoiceOf(w, r)
+	if !ok {
+		return
+	}
+	if len(r.URL.Query()) > 0 {
+		writeProblem(w, newError(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters"))
+		return
+	}
+	svg, err := QRSVG(inv.PaymentURI)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeImage(w, "image/svg+xml", svg)
+}
+
+// writeImage serves a QR code. The payment URI never changes, so the image
+// may be cached, privately: it is behind the merchant's credential.
+func writeImage(w http.ResponseWriter, contentType string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "private, max-age=86400")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// List pagination.
+const (
+	defaultListLimit = 20
+	maxListLimit     = 100
+	cursorPrefix     = "v1:"
+)
+
+// encodeCursor makes the opaque continuation token of a listing: the id of
+// the last invoice returned. Filters are not in it: the client sends the
+// same filters with the cursor.
+func encodeCursor(lastID int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(lastID, 10)))
+}
+
+func decodeCursor(c string) (int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !strings.HasPrefix(string(b), cursorPrefix) {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(string(b[len(cursorPrefix):]), 10, 64)
+	return id, err == nil && id > 0
+}
+
+type invoiceList struct {
+	Data       []invoiceView `json:"data"`
+	HasMore    bool          `json:"has_more"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+var invoiceStatuses = []string{store.StatusPending, store.StatusPaid, store.StatusConfirmed, store.StatusSettled, store.StatusExpired}
+
+// parseListQuery reads the filters of GET /v1/invoices: status (repeated or
+// comma-separated), created_after (inclusive) and created_before
+// (exclusive) as RFC 3339 times, limit (1…100, default 20) and cursor.
+func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilter, *apiError) {
+	f := store.InvoiceFilter{MerchantID: merchantID, Limit: defaultListLimit}
+	one := func(name string) (string, *apiError) {
+		if len(q[name]) != 1 {
+			return "", fieldError(codeInvalidParameter, name, name+" must be given once")
+		}
+		return q[name][0], nil
+	}
+	for name, vals := range q {
+		switch name {
+		case "status":
+			for _, v := range vals {
+				for _, st := range strings.Split(v, ",") {
+					st = strings.ToUpper(strings.TrimSpace(st))
+					if !slices.Contains(invoiceStatuses, st) {
+						return f, fieldError(codeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
+					}
+					if !slices.Contains(f.Statuses, st) {
+						f.Statuses = append(f.Statuses, st)
+					}
+				}
+			}
+		case "created_after", "created_before":
+			v, perr := one(name)
+			if perr != nil {
+				return f, perr
+			}
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, fieldError(codeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
+			}
+			if name == "created_after" {
+				f.CreatedAfter = t
+			} else {
+				f.CreatedBefore = t
+			}
+		case "limit":
+			v, perr := one(name)
+			if perr != nil {
+				return f, perr
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxListLimit {
+				return f, fieldError(codeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
+			}
+			f.Limit = n
+		case "cursor":
+			v, perr := one(name)
+			if perr != nil {
+				return f, perr
+			}
+			id, ok := decodeCursor(v)
+			if !ok {
+				return f, fieldError(codeInvalidCursor, name, "cursor is not one this API returned")
+			}
+			f.BeforeID = id
+		default:
+			return f, fieldError(codeUnknownParameter, name,
+				"unknown query parameter "+strconv.Quote(name)+" (allowed: status, created_after, created_before, limit, cursor)")
+		}
+	}
+	return f, nil
+}
+
+func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return
+	}
+	f, perr := parseListQuery(r.URL.Query(), m.ID)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	limit := f.Limit
+	f.Limit = limit + 1 // one more tells whether there is a next page
+	invs, err := s.st.ListInvoices(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := invoiceList{Data: make([]invoiceView, 0, min(len(invs), limit))}
+	if len(invs) > limit {
+		invs = invs[:limit]
+		out.HasMore = true
+		c := encodeCursor(invs[len(invs)-1].ID)
+		out.NextCursor = &c
+	}
+	for _, inv := range invs {
+		out.Data = append(out.Data, s.view(inv))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// merchantView is the merchant profile; api_key and webhook_secret appear
+// only in the responses that create them.
+type merchantView struct {
+	store.Merchant
+	APIKey        string `json:"api_key,omitempty"`
+	WebhookSecret string `json:"webhook_secret,omitempty"`
+}
+
+func (s *Service) handleGetMerchant(w http.ResponseWriter, r *http.Request) {
+	if m, ok := s.merchant(w, r); ok {
+		writeJSON(w, http.StatusOK, merchantView{Merchant: m})
+	}
+}
+
+// parseMerchantBody reads name, webhook_url and settlement_address; absent
+// or null members stay nil.
+func parseMerchantBody(body []byte) (MerchantUpdate, *apiError) {
+	ms, perr := members(body, "name", "webhook_url", "settlement_address")
+	if perr != nil {
+		return MerchantUpdate{}, perr
+	}
+	var u MerchantUpdate
+	if raw := ms["name"]; !isNull(raw) {
+		v, perr := stringMember(ms, "name", 200)
+		if perr != nil {
+			return MerchantUpdate{}, perr
+		}
+		u.Name = &v
+	}
+	if raw := ms["webhook_url"]; !isNull(raw) {
+		v, perr := stringMember(ms, "webhook_url", 2048)
+		if perr != nil {
+			return MerchantUpdate{}, perr
+		}
+		u.WebhookURL = &v
+	}
+	if raw := ms["settlement_address"]; !isNull(raw) {
+		a, perr := parseAddressMember("settlement_address", raw)
+		if perr != nil {
+			return MerchantUpdate{}, perr
+		}
+		u.SettlementAddress = &a
+	}
+	return u, nil
+}
+
+func (s *Service) handleUpdateMerchant(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	u, perr := parseMerchantBody(body)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	updated, err := s.UpdateMerchant(r.Context(), m.ID, u)
+	if errors.Is(err, ErrInvalidMerchant) {
+		writeProblem(w, merchantError(err))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, merchantView{Merchant: updated})
+}
+
+func (s *Service) handleRotateAPIKey(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return
+	}
+	s.rotateAPIKey(w, r, m.ID)
+}
+
+func (s *Service) rotateAPIKey(w http.ResponseWriter, r *http.Request, id int64) {
+	updated, key, err := s.RotateAPIKey(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "api key rotated", slog.Int64("merchant_id", id))
+	writeJSON(w, http.StatusOK, merchantView{Merchant: updated, APIKey: key})
+}
+
+func (s *Service) handleRotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return
+	}
+	updated, secret, err := s.RotateWebhookSecret(r.Context(), m.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "webhook secret rotated", slog.Int64("merchant_id", m.ID))
+	writeJSON(w, http.StatusOK, merchantView{Merchant: updated, WebhookSecret: secret})
+}
+
+// operator checks the admin bearer token in constant time. With no
+// AdminToken configured the admin API refuses everyone.
+func (s *Service) operator(w http.ResponseWriter, r *http.Request) bool {
+	tok, ok := bearer(r)
+	if ok && s.cfg.AdminToken != "" {
+		got, want := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(s.cfg.AdminToken))
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+			return true
+		}
+	}
+	writeProblem(w, errUnauthorized)
+	return false
+}
+
+func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Request) {
+	if !s.operator(w, r) {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	u, perr := parseMerchantBody(body)
+	if perr != nil {
+		writeProblem(w, perr)
+		return
+	}
+	if u.SettlementAddress == nil {
+		writeProblem(w, fieldError(codeMissingField, "settlement_address", "settlement_address is required"))
+		return
+	}
+	p := MerchantParams{SettlementAddress: *u.SettlementAddress}
+	if u.Name != nil {
+		p.Name = *u.Name
+	}
+	if u.WebhookURL != nil {
+		p.WebhookURL = *u.WebhookURL
+	}
+	created, err := s.CreateMerchant(r.Context(), p)
+	if errors.Is(err, ErrInvalidMerchant) {
+		writeProblem(w, merchantError(err))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "merchant created", slog.Int64("merchant_id", created.Merchant.ID))
+	w.Header().Set("Location", s.cfg.BaseURL+"/v1/admin/merchants/"+strconv.FormatInt(created.Merchant.ID, 10))
+	writeJSON(w, http.StatusCreated, merchantView{Merchant: created.Merchant, APIKey: created.APIKey,
+		WebhookSecret: created.WebhookSecret})
+}
+
+func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request) {
+	if !s.operator(w, r) {
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeProblem(w, errNotFound)
+		return
+	}
+	s.rotateAPIKey(w, r, id)
+}
+
+// publicInvoice is what a payer sees through a lookup token: enough to pay
+// and follow the payment, nothing the merchant keeps to itself (no order id,
+// description, metadata, merchant or sweep data).
+type publicInvoice struct {
+	Status         string         `json:"status"`
+	AmountWei      store.Amount   `json:"amount_wei"`
+	PaidWei        store.Amount   `json:"paid_wei"`
+	ChainID        uint64         `json:"chain_id"`
+	DepositAddress common.Address `json:"deposit_address"`
+	PaymentURI     string         `json:"payment_uri"`
+	ExpiresAt      time.Time      `json:"expires_at"`
+}
+
+func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
+	tok, ok := bearer(r)
+	if !ok || !wellFormedLookupToken(tok) {
+		writeProblem(w, errUnauthorized)
+		return
+	}
+	inv, err := s.st.GetInvoiceByLookupTokenHash(r.Context(), LookupTokenHash(tok))
+	if errors.Is(err, store.ErrNotFound) {
+		writeProblem(w, errUnauthorized)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, publicInvoice{
+		Status: inv.Status, AmountWei: inv.AmountWei, PaidWei: inv.PaidWei, ChainID: inv.ChainID,
+		DepositAddress: inv.DepositAddress, PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+	})
+}
+
+func (s *Service) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeBody(w, http.StatusOK, s.openapi)
+}

@@ -1,0 +1,35 @@
+package invoice
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+)
+
+// openAPISource is the OpenAPI 3.1 description of every route in routes;
+// TestOpenAPI_DescribesExactlyTheRoutes keeps the two in step.
+//
+//go:embed openapi.json
+var openAPISource []byte
+
+// OpenAPI returns the OpenAPI 3.1 document of the invoice API (the one
+// served at /v1/openapi.json), without a servers list.
+func OpenAPI() []byte { return append([]byte(nil), openAPISource...) }
+
+// openAPIDocument returns the document served at /v1/openapi.json: the
+// embedded one, with a servers entry when the base URL is known.
+func openAPIDocument(baseURL string) ([]byte, error) {
+	if baseURL == "" {
+		return openAPISource, nil
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(openAPISource, &doc); err != nil {
+		return nil, fmt.Errorf("invoice: openapi.json: %w", err)
+	}
+	servers, err := json.Marshal([]map[string]string{{"url": baseURL}})
+	if err != nil {
+		return nil, err
+	}
+	doc["servers"] = servers
+	return json.MarshalIndent(doc, "", "  ")
+}

@@ -1,0 +1,412 @@
+package invoice
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/store"
+)
+
+// Store is what the invoice service needs from the shared database.
+// store.Store satisfies it.
+type Store interface {
+	store.MerchantStore
+	store.InvoiceStore
+	store.IdempotencyStore
+	InTx(ctx context.Context, fn func(tx store.Tx) error) error
+}
+
+// MaxAmountWei is the largest invoice amount accepted by default: 10^27 wei,
+// the native token's supply cap (10^9 units of 10^18 subunits).
+var MaxAmountWei = store.MustParseAmount("1000000000000000000000000000")
+
+// Config tunes a Service.
+type Config struct {
+	// BaseURL is the absolute URL the API is reached at
+	// ("https://pay.example.com"); qr_png_url and qr_svg_url start with it.
+	// Defaults to "" (URLs relative to the host, "/v1/invoices/1/qr.png").
+	BaseURL string
+	// DefaultExpiry is an invoice's lifetime when the request names none.
+	// Defaults to 15 minutes.
+	DefaultExpiry time.Duration
+	// MinExpiry and MaxExpiry bound expires_in_seconds. Default to 1 minute
+	// and 7 days.
+	MinExpiry time.Duration
+	MaxExpiry time.Duration
+	// MaxAmount caps amount_wei. Defaults to MaxAmountWei (10^27).
+	MaxAmount *store.Amount
+	// MaxBodyBytes caps request bodies; larger ones get 413. Defaults to
+	// 64 KiB.
+	MaxBodyBytes int64
+	// MaxMetadataBytes caps the metadata object (compact JSON). Defaults to
+	// 4 KiB.
+	MaxMetadataBytes int
+	// IdempotencyTTL is how long an Idempotency-Key and its response are
+	// kept; at least 24 h. Defaults to 24 h.
+	IdempotencyTTL time.Duration
+	// IdempotencyLease is how long an unfinished request holds its key
+	// before a retry may take it over (the request's process died).
+	// Defaults to 30 s.
+	IdempotencyLease time.Duration
+	// PurgeInterval is how often Run deletes expired Idempotency-Keys.
+	// Defaults to 1 hour.
+	PurgeInterval time.Duration
+	// AdminToken is the operator's bearer token for /v1/admin/…. Defaults
+	// to "", which turns the admin API off (every call gets 401).
+	AdminToken string
+	// QRSize is the default side of QR PNGs in pixels (?size= overrides it
+	// within 64…1024). Defaults to 256.
+	QRSize int
+	// Auth tunes the api_key Authenticator.
+	Auth AuthConfig
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives request failures and Run's progress. Defaults to a
+	// logger that discards everything.
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() {
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	c.DefaultExpiry = cmp.Or(c.DefaultExpiry, 15*time.Minute)
+	c.MinExpiry = cmp.Or(c.MinExpiry, time.Minute)
+	c.MaxExpiry = cmp.Or(c.MaxExpiry, 7*24*time.Hour)
+	if c.MaxAmount == nil {
+		max := MaxAmountWei
+		c.MaxAmount = &max
+	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 64<<10)
+	c.MaxMetadataBytes = cmp.Or(c.MaxMetadataBytes, 4<<10)
+	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, 24*time.Hour)
+	c.IdempotencyLease = cmp.Or(c.IdempotencyLease, 30*time.Second)
+	c.PurgeInterval = cmp.Or(c.PurgeInterval, time.Hour)
+	c.QRSize = cmp.Or(c.QRSize, 256)
+	c.Auth.fill()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (c Config) validate() error {
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return errors.New("invoice: BaseURL must be an absolute http(s) URL without a query")
+		}
+	}
+	switch {
+	case c.MinExpiry <= 0 || c.MaxExpiry < c.MinExpiry:
+		return errors.New("invoice: need 0 < MinExpiry <= MaxExpiry")
+	case c.DefaultExpiry < c.MinExpiry || c.DefaultExpiry > c.MaxExpiry:
+		return errors.New("invoice: DefaultExpiry must lie within [MinExpiry, MaxExpiry]")
+	case c.MaxAmount.IsZero():
+		return errors.New("invoice: MaxAmount must be positive")
+	case c.MaxBodyBytes < 1024:
+		return errors.New("invoice: MaxBodyBytes must be at least 1 KiB")
+	case c.MaxMetadataBytes < 2:
+		return errors.New("invoice: MaxMetadataBytes must allow an object")
+	case c.IdempotencyTTL < 24*time.Hour:
+		return errors.New("invoice: IdempotencyTTL must be at least 24 h")
+	case c.IdempotencyLease <= 0 || c.IdempotencyLease >= c.IdempotencyTTL:
+		return errors.New("invoice: IdempotencyLease must be positive and shorter than IdempotencyTTL")
+	case c.PurgeInterval <= 0:
+		return errors.New("invoice: PurgeInterval must be positive")
+	case c.QRSize < minQRSize || c.QRSize > maxQRSize:
+		return fmt.Errorf("invoice: QRSize must lie within [%d, %d]", minQRSize, maxQRSize)
+	}
+	return c.Auth.validate()
+}
+
+const (
+	minQRSize = 64
+	maxQRSize = 1024
+)
+
+// Service is the invoice API: merchants and their credentials, idempotent
+// invoice creation, reads, and the HTTP handlers over them. It holds only
+// the public deriver: it can hand out deposit addresses but never spend.
+type Service struct {
+	st      Store
+	creds   *Credentials
+	deriver *hdwallet.Deriver
+	chainID uint64
+	cfg     Config
+	auth    *Authenticator
+	log     *slog.Logger
+	openapi []byte
+}
+
+// New returns a Service. deriver gives deposit addresses (public key only);
+// chainID is the EIP-155 chain id written into invoices and payment URIs.
+func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64, cfg Config) (*Service, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || creds == nil || deriver == nil {
+		return nil, errors.New("invoice: New needs a store, credentials and a deriver")
+	}
+	if chainID == 0 {
+		return nil, errors.New("invoice: chain id must not be zero")
+	}
+	auth, err := NewAuthenticator(st, creds, cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := openAPIDocument(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg,
+		auth: auth, log: cfg.Logger, openapi: doc}, nil
+}
+
+// Authenticate returns the merchant whose api_key is the request's bearer
+// token, or ErrUnauthorized. Other packages' merchant endpoints use it.
+func (s *Service) Authenticate(r *http.Request) (store.Merchant, error) {
+	return s.auth.Authenticate(r)
+}
+
+// Credentials returns the service's credentials (for WebhookSecret).
+func (s *Service) Credentials() *Credentials { return s.creds }
+
+// Run deletes expired Idempotency-Keys every PurgeInterval until ctx is
+// cancelled. Running it is optional (keys then simply stay); with several
+// replicas every one may run it.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		if _, err := s.PurgeIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "purge idempotency keys", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// PurgeIdempotencyKeys deletes finished Idempotency-Keys past their TTL and
+// returns how many went.
+func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
+	n, err := s.st.DeleteExpiredIdempotencyRecords(ctx, s.now())
+	if err == nil && n > 0 {
+		s.log.InfoContext(ctx, "purged expired idempotency keys", slog.Int64("count", n))
+	}
+	return n, err
+}
+
+// now is the clock at the microsecond, the precision the stores keep, so
+// that a response shows exactly what later reads return.
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// MerchantParams describes a new merchant.
+type MerchantParams struct {
+	// Name is for people; optional.
+	Name string
+	// WebhookURL receives signed webhooks: an absolute http(s) URL, or ""
+	// for none yet.
+	WebhookURL string
+	// SettlementAddress receives swept funds; required.
+	SettlementAddress common.Address
+}
+
+// CreatedMerchant is a new merchant and its credentials. APIKey and
+// WebhookSecret are shown here once and never again.
+type CreatedMerchant struct {
+	Merchant      store.Merchant
+	APIKey        string
+	WebhookSecret string
+}
+
+// CreateMerchant creates a merchant with a fresh api_key and webhook
+// secret (what `payd merchants create` and POST /v1/admin/merchants do).
+func (s *Service) CreateMerchant(ctx context.Context, p MerchantParams) (CreatedMerchant, error) {
+	return createMerchant(ctx, s.st, s.creds, p, s.now())
+}
+
+// CreateMerchant creates a merchant without a Service, for tools that have
+// the database and PAY_SECRET_KEY but no deriver (a CLI).
+func CreateMerchant(ctx context.Context, st Store, creds *Credentials, p MerchantParams) (CreatedMerchant, error) {
+	return createMerchant(ctx, st, creds, p, time.Now().UTC().Truncate(time.Microsecond))
+}
+
+// ErrInvalidMerchant wraps a MerchantParams or MerchantUpdate validation
+// failure.
+var ErrInvalidMerchant = errors.New("invoice: invalid merchant")
+
+func createMerchant(ctx context.Context, st Store, creds *Credentials, p MerchantParams, now time.Time) (CreatedMerchant, error) {
+	if err := validateMerchant(p.Name, p.WebhookURL, p.SettlementAddress); err != nil {
+		return CreatedMerchant{}, err
+	}
+	key, digest, hash, prefix, err := creds.newAPIKey()
+	if err != nil {
+		return CreatedMerchant{}, err
+	}
+	secret, err := newWebhookSecret()
+	if err != nil {
+		return CreatedMerchant{}, err
+	}
+	m := store.Merchant{
+		Name: p.Name, APIKeyDigest: digest, APIKeyHash: hash, APIKeyPrefix: prefix,
+		WebhookURL: p.WebhookURL, SettlementAddress: p.SettlementAddress,
+		// The secret is sealed with the merchant id as associated data, and
+		// the id is known only after the insert: a placeholder until then,
+		// in the same transaction.
+		WebhookSecretCiphertext: []byte{0},
+		CreatedAt:               now, UpdatedAt: now,
+	}
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.CreateMerchant(ctx, &m); err != nil {
+			return err
+		}
+		sealed, err := creds.sealWebhookSecret(m.ID, secret)
+		if err != nil {
+			return err
+		}
+		m.WebhookSecretCiphertext = sealed
+		return tx.UpdateMerchant(ctx, m)
+	})
+	if err != nil {
+		return CreatedMerchant{}, fmt.Errorf("invoice: create merchant: %w", err)
+	}
+	return CreatedMerchant{Merchant: m, APIKey: key, WebhookSecret: secret}, nil
+}
+
+func validateMerchant(name, webhookURL string, settlement common.Address) error {
+	if len(name) > 200 || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("%w: name: at most 200 bytes, no NUL", ErrInvalidMerchant)
+	}
+	if err := validateWebhookURL(webhookURL); err != nil {
+		return err
+	}
+	if settlement == (common.Address{}) {
+		return fmt.Errorf("%w: settlement_address: required, and not the zero address", ErrInvalidMerchant)
+	}
+	return nil
+}
+
+func validateWebhookURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || len(s) > 2048 || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("%w: webhook_url: an absolute http(s) URL without user info or fragment, at most 2048 bytes", ErrInvalidMerchant)
+	}
+	return nil
+}
+
+// MerchantUpdate changes a merchant's profile; nil fields stay as they are.
+type MerchantUpdate struct {
+	Name              *string
+	WebhookURL        *string
+	SettlementAddress *common.Address
+}
+
+// UpdateMerchant applies u to merchant id and returns the result.
+func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate) (store.Merchant, error) {
+	return s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+		if u.Name != nil {
+			m.Name = *u.Name
+		}
+		if u.WebhookURL != nil {
+			m.WebhookURL = *u.WebhookURL
+		}
+		if u.SettlementAddress != nil {
+			m.SettlementAddress = *u.SettlementAddress
+		}
+		return validateMerchant(m.Name, m.WebhookURL, m.SettlementAddress)
+	})
+}
+
+// RotateAPIKey gives merchant id a new api_key, shown once. The old key
+// stops working at once, in every replica.
+func (s *Service) RotateAPIKey(ctx context.Context, id int64) (store.Merchant, string, error) {
+	var key string
+	var old []byte
+	m, err := s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+		k, digest, hash, prefix, err := s.creds.newAPIKey()
+		if err != nil {
+			return err
+		}
+		key, old = k, m.APIKeyDigest
+		m.APIKeyDigest, m.APIKeyHash, m.APIKeyPrefix = digest, hash, prefix
+		return nil
+	})
+	if err != nil {
+		return store.Merchant{}, "", err
+	}
+	s.auth.forget(old)
+	return m, key, nil
+}
+
+// RotateWebhookSecret gives merchant id a new webhook secret, shown once.
+// Webhooks are signed with it from the next attempt on.
+func (s *Service) RotateWebhookSecret(ctx context.Context, id int64) (store.Merchant, string, error) {
+	var secret string
+	m, err := s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+		sec, err := newWebhookSecret()
+		if err != nil {
+			return err
+		}
+		sealed, err := s.creds.sealWebhookSecret(m.ID, sec)
+		if err != nil {
+			return err
+		}
+		secret, m.WebhookSecretCiphertext = sec, sealed
+		return nil
+	})
+	if err != nil {
+		return store.Merchant{}, "", err
+	}
+	return m, secret, nil
+}
+
+// DisableMerchant makes every credential of merchant id invalid at once.
+func (s *Service) DisableMerchant(ctx context.Context, id int64) (store.Merchant, error) {
+	return s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+		if m.DisabledAt == nil {
+			now := s.now()
+			m.DisabledAt = &now
+		}
+		return nil
+	})
+}
+
+// changeMerchant reads merchant id under a row lock, applies change and
+// writes it back in one transaction.
+func (s *Service) changeMerchant(ctx context.Context, id int64, change func(*store.Merchant) error) (store.Merchant, error) {
+	var m store.Merchant
+	err := s.st.InTx(ctx, func(tx store.Tx) error {
+		var err error
+		if m, err = tx.GetMerchantForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if err := change(&m); err != nil {
+			return err
+		}
+		m.UpdatedAt = s.now()
+		return tx.UpdateMerchant(ctx, m)
+	})
+	if err != nil {
+		return store.Merchant{}, fmt.Errorf("invoice: merchant %d: %w", id, err)
+	}
+	return m, nil
+}
