@@ -1,0 +1,183 @@
+package settlement
+
+import (
+	"time"
+
+	"github.com/holiman/uint256"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+var maxAmount = store.AmountFromUint256(new(uint256.Int).SetAllOne())
+
+// The status rules, as pure functions of an invoice and its payments. Each
+// returns the next state of the invoice and the event type the change
+// emits ("" when nothing changed). The caller writes both in one database
+// transaction.
+
+// sumPayments adds the amounts of ps. Payments are bounded by the native
+// token's supply, so the uint256 sum cannot overflow in practice; if it
+// ever did, the sum saturates at the maximum instead of wrapping.
+func sumPayments(ps []store.Payment) store.Amount {
+	var sum store.Amount
+	for _, p := range ps {
+		s, ok := sum.Add(p.AmountWei)
+		if !ok {
+			return maxAmount
+		}
+		sum = s
+	}
+	return sum
+}
+
+// setTotals sets paid_wei and the flags derived from the payments:
+// overpaid (more than the amount), underpaid (something, but less than the
+// amount) and paid_late (any payment arrived after expiry).
+// NeedsAttention is never cleared here: only an operator clears it.
+func setTotals(inv *store.Invoice, ps []store.Payment) {
+	sum := sumPayments(ps)
+	inv.PaidWei = sum
+	c := sum.Cmp(inv.AmountWei)
+	inv.Overpaid = c > 0
+	inv.Underpaid = c < 0 && !sum.IsZero()
+	inv.PaidLate = false
+	for _, p := range ps {
+		if p.Late {
+			inv.PaidLate = true
+		}
+	}
+}
+
+func paidInFull(inv *store.Invoice) bool { return inv.PaidWei.Cmp(inv.AmountWei) >= 0 }
+
+// isLateBeyondWindow reports whether a payment now to an EXPIRED invoice
+// comes after its late window: recorded, but no longer applied.
+func isLateBeyondWindow(inv store.Invoice, now time.Time, lateWindow time.Duration) bool {
+	return inv.Status == store.StatusExpired && now.After(inv.ExpiresAt.Add(lateWindow))
+}
+
+// applyPayments is the invoice after new payments were recorded; all is
+// every payment of the invoice, the new ones included.
+//
+//   - PENDING: paid in full → PAID (invoice.paid); short → stays PENDING,
+//     underpaid (invoice.underpaid, once per block that adds payments).
+//   - EXPIRED within the late window: the same as PENDING, with paid_late
+//     (a short late payment leaves it EXPIRED).
+//   - EXPIRED beyond the late window: recorded, paid_late and
+//     needs_attention, stays EXPIRED (invoice.late_payment).
+//   - PAID: more money; overpaid (invoice.overpaid). Confirmation now waits
+//     for the new payment too.
+//   - CONFIRMED, SETTLED: more money after the sweep was queued or done;
+//     overpaid and needs_attention, status and sweep untouched
+//     (invoice.overpaid).
+func applyPayments(inv store.Invoice, all []store.Payment, now time.Time, lateWindow time.Duration) (store.Invoice, string) {
+	next := inv
+	next.UpdatedAt = now
+	setTotals(&next, all)
+	switch inv.Status {
+	case store.StatusPending, store.StatusExpired:
+		if isLateBeyondWindow(inv, now, lateWindow) {
+			next.NeedsAttention = true
+			return next, store.EventInvoiceLatePayment
+		}
+		if paidInFull(&next) {
+			next.Status = store.StatusPaid
+			next.PaidAt = &now
+			return next, store.EventInvoicePaid
+		}
+		return next, store.EventInvoiceUnderpaid
+	case store.StatusPaid:
+		return next, store.EventInvoiceOverpaid
+	default: // CONFIRMED, SETTLED
+		next.NeedsAttention = true
+		return next, store.EventInvoiceOverpaid
+	}
+}
+
+// sweepStarted reports whether the sweep may have moved money: anything
+// past QUEUED. Such an invoice can no longer go back.
+func sweepStarted(inv store.Invoice) bool {
+	return inv.SweepStatus != store.SweepNone && inv.SweepStatus != store.SweepQueued
+}
+
+// applyRevert is the invoice after a reorg removed some of its payments;
+// remaining is what is left. It always emits invoice.reverted.
+//
+//   - PAID short of the amount → PENDING (EXPIRED when past expires_at).
+//   - CONFIRMED whose sweep is not started (QUEUED): the sweep is
+//     un-queued and the invoice goes back to PAID (the confirmation pass
+//     confirms it again if its remaining payments are deep enough) or, if
+//     short, to PENDING/EXPIRED.
+//   - CONFIRMED with a sweep started (FUNDING, SENT, SWEPT, FAILED), or
+//     SETTLED: money may have moved, so the status stays and the invoice is
+//     flagged needs_attention for an operator.
+//   - PENDING, EXPIRED: the totals and flags change, the status stays.
+func applyRevert(inv store.Invoice, remaining []store.Payment, now time.Time) (store.Invoice, string) {
+	next := inv
+	next.UpdatedAt = now
+	setTotals(&next, remaining)
+	back := func() {
+		next.Status = store.StatusPending
+		if !now.Before(inv.ExpiresAt) {
+			next.Status = store.StatusExpired
+		}
+		next.PaidAt = nil
+	}
+	switch inv.Status {
+	case store.StatusPaid:
+		if !paidInFull(&next) {
+			back()
+		}
+	case store.StatusConfirmed:
+		if sweepStarted(inv) {
+			next.NeedsAttention = true
+			break
+		}
+		next.SweepStatus = store.SweepNone
+		next.ConfirmedAt = nil
+		next.Status = store.StatusPaid
+		if !paidInFull(&next) {
+			back()
+		}
+	case store.StatusSettled:
+		next.NeedsAttention = true
+	}
+	return next, store.EventInvoiceReverted
+}
+
+// applyConfirm confirms a PAID invoice when every payment is in a block at
+// or below maxBlock (head − threshold) and the payments still cover the
+// amount: CONFIRMED, sweep QUEUED (invoice.confirmed).
+func applyConfirm(inv store.Invoice, ps []store.Payment, maxBlock uint64, now time.Time) (store.Invoice, string) {
+	if inv.Status != store.StatusPaid || len(ps) == 0 {
+		return inv, ""
+	}
+	for _, p := range ps {
+		if p.BlockNumber > maxBlock {
+			return inv, ""
+		}
+	}
+	next := inv
+	setTotals(&next, ps)
+	if !paidInFull(&next) {
+		return inv, ""
+	}
+	next.Status = store.StatusConfirmed
+	next.ConfirmedAt = &now
+	next.SweepStatus = store.SweepQueued
+	next.UpdatedAt = now
+	return next, store.EventInvoiceConfirmed
+}
+
+// applyExpire expires a PENDING invoice whose expires_at has passed
+// (invoice.expired). A PENDING invoice is never paid in full, so what it
+// holds stays as underpaid.
+func applyExpire(inv store.Invoice, now time.Time) (store.Invoice, string) {
+	if inv.Status != store.StatusPending || now.Before(inv.ExpiresAt) {
+		return inv, ""
+	}
+	next := inv
+	next.Status = store.StatusExpired
+	next.UpdatedAt = now
+	return next, store.EventInvoiceExpired
+}

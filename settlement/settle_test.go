@@ -1,0 +1,332 @@
+package settlement
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// These tests fill the database the way the indexer does (blocks and
+// transactions through store.ChainStore) and run settlement rounds with
+// Sync. The simulated-chain tests in chain_test.go run the same paths with
+// the real indexer.
+
+func TestSettle_ExactPayment_PaidThenConfirmedAfter12Blocks(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine()
+		b := f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.sync(s)
+
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusPaid, got.Status)
+		require.Equal(t, eth(1000), got.PaidWei)
+		require.False(t, got.Underpaid || got.Overpaid || got.PaidLate)
+		require.NotNil(t, got.PaidAt)
+		require.Equal(t, store.SweepNone, got.SweepStatus)
+		ps := f.payments(inv.ID)
+		require.Len(t, ps, 1)
+		require.Equal(t, b.Number, ps[0].BlockNumber)
+		require.Equal(t, b.Hash, ps[0].BlockHash)
+		require.Equal(t, store.NativeLogIndex, ps[0].LogIndex)
+		require.Equal(t, eth(1000), ps[0].AmountWei)
+		require.False(t, ps[0].Late)
+		typ, snap := f.lastEvent(inv.ID)
+		require.Equal(t, store.EventInvoicePaid, typ)
+		require.Equal(t, store.StatusPaid, snap.Status, "the event carries the invoice as changed")
+
+		f.mineN(12)
+		f.sync(s)
+		got = f.get(inv.ID)
+		require.Equal(t, store.StatusConfirmed, got.Status)
+		require.Equal(t, store.SweepQueued, got.SweepStatus)
+		require.NotNil(t, got.ConfirmedAt)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(inv.ID))
+		require.Equal(t, f.head.Number, f.cursor().BlockNumber)
+		require.Equal(t, f.head.Hash, f.cursor().BlockHash)
+	})
+}
+
+func TestSettle_ConfirmationBoundary_11NotEnough12Is(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		b := f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(inv.ID).Status, "inclusion is 0 confirmations")
+		for i := 1; i <= 11; i++ {
+			f.mine()
+			f.sync(s)
+			require.Equal(t, store.StatusPaid, f.get(inv.ID).Status, "%d confirmations", f.head.Number-b.Number)
+		}
+		require.EqualValues(t, 11, f.head.Number-b.Number)
+		f.mine()
+		f.sync(s)
+		require.EqualValues(t, 12, f.head.Number-b.Number)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status, "12 confirmations")
+	})
+}
+
+func TestSettle_ConfirmationsConfigurable(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	inv := f.invoice(eth(1000))
+	s := f.settler(func(c *Config) { c.Confirmations = 2 })
+	f.mine(pay(inv.DepositAddress, eth(1000)))
+	f.mine()
+	f.sync(s)
+	require.Equal(t, store.StatusPaid, f.get(inv.ID).Status)
+	f.mine()
+	f.sync(s)
+	require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+}
+
+func TestSettle_TwoPartialPayments_UnderpaidThenPaid(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(inv.DepositAddress, eth(400)))
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusPending, got.Status)
+		require.True(t, got.Underpaid)
+		require.Equal(t, eth(400), got.PaidWei)
+		require.Equal(t, []string{store.EventInvoiceUnderpaid}, f.events(inv.ID))
+
+		f.mine(pay(inv.DepositAddress, eth(600)))
+		f.sync(s)
+		got = f.get(inv.ID)
+		require.Equal(t, store.StatusPaid, got.Status)
+		require.False(t, got.Underpaid)
+		require.False(t, got.Overpaid)
+		require.Equal(t, eth(1000), got.PaidWei)
+		require.Len(t, f.payments(inv.ID), 2)
+		require.Equal(t, []string{store.EventInvoiceUnderpaid, store.EventInvoicePaid}, f.events(inv.ID))
+
+		// Confirmation waits for the later payment.
+		f.mineN(11)
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(inv.ID).Status)
+		f.mine()
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+	})
+}
+
+func TestSettle_TwoPaymentsInOneBlock_OneEvent(t *testing.T) {
+	f := newFixture(t, pgStore(t))
+	inv := f.invoice(eth(1000))
+	s := f.settler()
+	f.mine(pay(inv.DepositAddress, eth(300)), pay(inv.DepositAddress, eth(700)))
+	f.sync(s)
+	require.Equal(t, store.StatusPaid, f.get(inv.ID).Status)
+	require.Len(t, f.payments(inv.ID), 2)
+	require.Equal(t, []string{store.EventInvoicePaid}, f.events(inv.ID))
+}
+
+func TestSettle_Overpayment_PaidAndOverpaid(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(inv.DepositAddress, eth(1500)))
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusPaid, got.Status)
+		require.True(t, got.Overpaid)
+		require.Equal(t, eth(1500), got.PaidWei)
+		require.Equal(t, []string{store.EventInvoicePaid}, f.events(inv.ID))
+
+		// More money while PAID: overpaid event, confirmation waits for it.
+		f.mineN(5)
+		f.mine(pay(inv.DepositAddress, eth(1)))
+		f.sync(s)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceOverpaid}, f.events(inv.ID))
+		f.mineN(8)
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(inv.ID).Status, "the first payment alone is deep enough, not the second")
+		f.mineN(4)
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+	})
+}
+
+func TestSettle_Expiry_UnpaidPendingExpires(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		unpaid := f.invoice(eth(1000))
+		partial := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(partial.DepositAddress, eth(1)))
+		f.sync(s)
+		f.clock.Advance(15*time.Minute - time.Microsecond)
+		f.sync(s)
+		require.Equal(t, store.StatusPending, f.get(unpaid.ID).Status)
+
+		f.clock.Advance(time.Microsecond)
+		f.sync(s)
+		require.Equal(t, store.StatusExpired, f.get(unpaid.ID).Status)
+		require.Equal(t, []string{store.EventInvoiceExpired}, f.events(unpaid.ID))
+		got := f.get(partial.ID)
+		require.Equal(t, store.StatusExpired, got.Status)
+		require.True(t, got.Underpaid, "what it holds stays visible")
+		require.Equal(t, []string{store.EventInvoiceUnderpaid, store.EventInvoiceExpired}, f.events(partial.ID))
+
+		f.sync(s)
+		require.Len(t, f.events(unpaid.ID), 1, "expired once")
+	})
+}
+
+func TestSettle_ExpiryWaitsUntilSettlementCaughtUp(t *testing.T) {
+	f := newFixture(t, pgStore(t))
+	inv := f.invoice(eth(1000))
+	failAt := uint64(2)
+	s := f.settler(func(c *Config) {
+		c.afterStep = func(step string) error {
+			if step == "block.cursor" && f.head.Number >= failAt {
+				if c, err := f.st.GetCursor(ctx, store.CursorSettlement); err == nil && c.BlockNumber+1 == failAt {
+					return errInjected
+				}
+			}
+			return nil
+		}
+	})
+	f.mine()
+	f.mine()
+	f.mine(pay(inv.DepositAddress, eth(1000))) // block 2, indexed before expiry
+	f.clock.Advance(time.Hour)
+	require.Error(t, s.Sync(ctx), "settlement stalls at block 2")
+	require.Equal(t, store.StatusPending, f.get(inv.ID).Status, "not expired while settlement lags")
+
+	f.sync(f.settler())
+	got := f.get(inv.ID)
+	require.Equal(t, store.StatusPaid, got.Status, "paid in time, seen late")
+	require.False(t, got.PaidLate)
+}
+
+func TestSettle_PaymentAfterExpiry_RecordedPaidLate(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine()
+		f.clock.Advance(16 * time.Minute)
+		f.sync(s)
+		require.Equal(t, store.StatusExpired, f.get(inv.ID).Status)
+
+		f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusPaid, got.Status, "a late payment follows the normal path")
+		require.True(t, got.PaidLate)
+		ps := f.payments(inv.ID)
+		require.Len(t, ps, 1)
+		require.True(t, ps[0].Late)
+		require.Equal(t, []string{store.EventInvoiceExpired, store.EventInvoicePaid}, f.events(inv.ID))
+
+		f.mineN(12)
+		f.sync(s)
+		got = f.get(inv.ID)
+		require.Equal(t, store.StatusConfirmed, got.Status)
+		require.Equal(t, store.SweepQueued, got.SweepStatus)
+		require.True(t, got.PaidLate)
+	})
+}
+
+func TestSettle_PaymentBeyondLateWindow_RecordedAndFlagged(t *testing.T) {
+	f := newFixture(t, pgStore(t))
+	inv := f.invoice(eth(1000))
+	s := f.settler(func(c *Config) { c.LateWindow = time.Hour })
+	f.mine()
+	f.clock.Advance(15*time.Minute + time.Hour + time.Second)
+	f.sync(s)
+	f.mine(pay(inv.DepositAddress, eth(1000)))
+	f.sync(s)
+	got := f.get(inv.ID)
+	require.Equal(t, store.StatusExpired, got.Status)
+	require.True(t, got.PaidLate)
+	require.True(t, got.NeedsAttention)
+	require.Equal(t, eth(1000), got.PaidWei)
+	require.Len(t, f.payments(inv.ID), 1, "recorded, not lost")
+	require.Equal(t, []string{store.EventInvoiceExpired, store.EventInvoiceLatePayment}, f.events(inv.ID))
+	f.mineN(12)
+	f.sync(s)
+	require.Equal(t, store.StatusExpired, f.get(inv.ID).Status, "never confirmed nor swept")
+}
+
+func TestSettle_PaymentAfterConfirmation_RecordedAndFlagged(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.mineN(12)
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+
+		f.mine(pay(inv.DepositAddress, eth(5)))
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusConfirmed, got.Status)
+		require.Equal(t, store.SweepQueued, got.SweepStatus, "the sweep is left alone")
+		require.True(t, got.Overpaid)
+		require.True(t, got.NeedsAttention)
+		require.Equal(t, eth(1005), got.PaidWei)
+		require.Len(t, f.payments(inv.ID), 2)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed, store.EventInvoiceOverpaid},
+			f.events(inv.ID))
+	})
+}
+
+func TestSettle_ZeroValueAndUnrelatedTransactionsIgnored(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		other := f.invoice(eth(1000))
+		s := f.settler()
+		creation := pay(inv.DepositAddress, eth(1))
+		creation.To = nil
+		f.mine(
+			pay(inv.DepositAddress, store.Amount{}), // zero value to the deposit address
+			pay(randAddr(), eth(1000)),              // unrelated recipient
+			creation,                                // contract creation
+		)
+		fromDeposit := pay(randAddr(), eth(1000))
+		fromDeposit.From = other.DepositAddress // money leaving a deposit address is not a payment
+		f.mine(fromDeposit)
+		f.sync(s)
+		for _, id := range []int64{inv.ID, other.ID} {
+			got := f.get(id)
+			require.Equal(t, store.StatusPending, got.Status)
+			require.True(t, got.PaidWei.IsZero())
+			require.Empty(t, f.payments(id))
+			require.Empty(t, f.events(id))
+		}
+		require.Equal(t, f.head.Number, f.cursor().BlockNumber)
+	})
+}
+
+func TestSettle_StartsAtEarliestIndexedBlock(t *testing.T) {
+	f := newFixture(t, pgStore(t))
+	inv := f.invoice(eth(1000))
+	f.head = store.Block{Number: 99, Hash: randHash()}
+	f.hasHead = true
+	first := f.mine(pay(inv.DepositAddress, eth(1000)))
+	require.EqualValues(t, 100, first.Number)
+	f.sync(f.settler())
+	require.Equal(t, store.StatusPaid, f.get(inv.ID).Status)
+	require.EqualValues(t, 100, f.cursor().BlockNumber)
+}
+
+func TestSettle_NothingIndexed_NoOp(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	f.sync(f.settler())
+	_, err := f.st.GetCursor(ctx, store.CursorSettlement)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -1,0 +1,528 @@
+package settlement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// errNotCanonical: the block settlement is about to build on is no longer
+// the indexed chain (a reorg happened under it).
+var errNotCanonical = errors.New("settlement: processed block no longer canonical")
+
+// ErrReorgTooDeep is returned (and retried, logged) when more processed
+// blocks were orphaned than Config.MaxReorgDepth: settlement stops
+// advancing until an operator looks.
+var ErrReorgTooDeep = errors.New("settlement: reorg deeper than MaxReorgDepth")
+
+// pruneEvery is how often (in blocks) the processed-block history is
+// trimmed to MaxReorgDepth.
+const pruneEvery = 64
+
+// change is one invoice change written in a transaction, for metrics and
+// logs once it committed.
+type change struct {
+	invoiceID int64
+	from, to  string
+	event     string
+}
+
+// sync processes every indexed block after the cursor, then runs the
+// confirmation and expiry passes. Work that started finishes even when ctx
+// is cancelled; ctx and lost are checked between blocks.
+func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
+	work := context.WithoutCancel(ctx)
+	head, err := s.st.LatestBlock(work)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // nothing indexed yet
+	}
+	if err != nil {
+		return fmt.Errorf("settlement: read indexed head: %w", err)
+	}
+	cur, err := s.cursor(work)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		ok, err := s.canonical(work, *cur, head.Number)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if cur, _, err = s.revert(work, *cur); err != nil {
+				return err
+			}
+		}
+	}
+	for {
+		if err := interrupted(ctx, lost); err != nil {
+			return err
+		}
+		var n uint64
+		if cur == nil {
+			first, err := s.st.EarliestBlock(work)
+			if err != nil {
+				return fmt.Errorf("settlement: read earliest block: %w", err)
+			}
+			n = first.Number
+		} else {
+			n = cur.BlockNumber + 1
+		}
+		if n > head.Number {
+			break
+		}
+		next, err := s.processBlock(work, cur, n, head.Number)
+		if errors.Is(err, errNotCanonical) {
+			if cur == nil {
+				return nil // the first block vanished: start over next time
+			}
+			var reverted bool
+			if cur, reverted, err = s.revert(work, *cur); err != nil {
+				return err
+			}
+			if !reverted {
+				return nil // the indexer is mid-reorg: look again next time
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		cur = next
+	}
+	if cur != nil {
+		s.m.setPosition(head.Number, cur.BlockNumber)
+	}
+	if err := interrupted(ctx, lost); err != nil {
+		return err
+	}
+	if err := s.confirmPass(work, head.Number); err != nil {
+		return err
+	}
+	if err := interrupted(ctx, lost); err != nil {
+		return err
+	}
+	return s.expirePass(work)
+}
+
+func interrupted(ctx context.Context, lost <-chan struct{}) error {
+	select {
+	case <-lost:
+		return errLockLost
+	default:
+	}
+	return ctx.Err()
+}
+
+// cursor returns settlement's cursor, or nil when it never processed a
+// block.
+func (s *Settler) cursor(ctx context.Context) (*store.Cursor, error) {
+	c, err := s.st.GetCursor(ctx, store.CursorSettlement)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("settlement: read cursor: %w", err)
+	}
+	return &c, nil
+}
+
+// canonical reports whether the cursor's block is still the indexed block
+// at its height. A zero hash marks a cursor placed before the first block
+// settlement processed, whose hash it never knew.
+func (s *Settler) canonical(ctx context.Context, cur store.Cursor, head uint64) (bool, error) {
+	if cur.BlockHash == (common.Hash{}) {
+		return true, nil
+	}
+	if cur.BlockNumber > head {
+		return false, nil
+	}
+	b, err := s.st.GetBlock(ctx, cur.BlockNumber)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("settlement: read block %d: %w", cur.BlockNumber, err)
+	}
+	return b.Hash == cur.BlockHash, nil
+}
+
+// processBlock settles block n on top of cur in one database transaction:
+// cursor compare-and-set, payments, invoice transitions and their events,
+// and the processed-block record commit together or not at all.
+func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head uint64) (*store.Cursor, error) {
+	start := time.Now()
+	now := s.cfg.Now().UTC()
+	var (
+		next     store.Cursor
+		payments int
+		changes  []change
+	)
+	err := s.st.InTx(ctx, func(tx store.Tx) error {
+		payments, changes = 0, nil
+		b, err := tx.GetBlock(ctx, n)
+		if errors.Is(err, store.ErrNotFound) {
+			return errNotCanonical
+		}
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur.BlockHash != (common.Hash{}) && b.ParentHash != cur.BlockHash {
+			return errNotCanonical
+		}
+		next = store.Cursor{Name: store.CursorSettlement, BlockNumber: n, BlockHash: b.Hash, UpdatedAt: now}
+		// The compare-and-set comes first: on PostgreSQL its row lock makes
+		// a second settler wait here, then fail, before doing any work.
+		if err := tx.CompareAndSetCursor(ctx, store.CursorSettlement, cur, next); err != nil {
+			return err
+		}
+		if err := s.step("block.cursor"); err != nil {
+			return err
+		}
+		txs, err := tx.ListTxsToInvoices(ctx, n)
+		if err != nil {
+			return err
+		}
+		byInvoice := map[int64][]store.InvoiceTx{}
+		for _, t := range txs {
+			// A zero-value transaction pays nothing; a row of another
+			// version of block n (the indexer replaced it meanwhile) is
+			// not this block's: the next round sees the new hash.
+			if t.ValueWei.IsZero() || t.BlockHash != b.Hash {
+				continue
+			}
+			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], t)
+		}
+		if len(byInvoice) > 0 {
+			ids := make([]int64, 0, len(byInvoice))
+			for id := range byInvoice {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			invs, err := tx.GetInvoicesForUpdate(ctx, ids)
+			if err != nil {
+				return err
+			}
+			existing, err := tx.ListPaymentsByInvoices(ctx, ids)
+			if err != nil {
+				return err
+			}
+			paid := groupPayments(existing)
+			for _, inv := range invs {
+				all := paid[inv.ID]
+				late := inv.Status == store.StatusExpired
+				for _, t := range byInvoice[inv.ID] {
+					p := store.Payment{InvoiceID: inv.ID, TxHash: t.Hash, LogIndex: store.NativeLogIndex,
+						BlockNumber: n, BlockHash: b.Hash, From: t.From, AmountWei: t.ValueWei,
+						Late: late, CreatedAt: now}
+					if err := tx.InsertPayment(ctx, &p); err != nil {
+						return fmt.Errorf("record payment %s to invoice %d: %w", t.Hash, inv.ID, err)
+					}
+					all = append(all, p)
+					payments++
+				}
+				if err := s.step("block.payments"); err != nil {
+					return err
+				}
+				updated, event := applyPayments(inv, all, now, s.cfg.LateWindow)
+				c, err := s.write(ctx, tx, inv, updated, event, now)
+				if err != nil {
+					return err
+				}
+				changes = append(changes, c)
+				if err := s.step("block.invoice"); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.InsertSettledBlock(ctx, n, b.Hash); err != nil {
+			return err
+		}
+		if n%pruneEvery == 0 && n > uint64(s.cfg.MaxReorgDepth) {
+			if err := tx.DeleteSettledBlocks(ctx, n-uint64(s.cfg.MaxReorgDepth), math.MaxUint64); err != nil {
+				return err
+			}
+		}
+		return s.step("block.commit")
+	})
+	if err != nil {
+		if errors.Is(err, errNotCanonical) || isCrash(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("settlement: block %d: %w", n, err)
+	}
+	if err := s.step("block.committed"); err != nil {
+		return nil, err
+	}
+	s.m.blockTime.Observe(time.Since(start).Seconds())
+	s.m.payments.Add(float64(payments))
+	s.m.setPosition(max(head, n), n)
+	s.record(ctx, changes)
+	s.log.InfoContext(ctx, "settlement: block processed",
+		slog.Uint64("block", n),
+		slog.String("block_hash", next.BlockHash.Hex()),
+		slog.Int("payments", payments),
+		slog.Uint64("lag", max(head, n)-n))
+	return &next, nil
+}
+
+func groupPayments(ps []store.Payment) map[int64][]store.Payment {
+	out := map[int64][]store.Payment{}
+	for _, p := range ps {
+		out[p.InvoiceID] = append(out[p.InvoiceID], p)
+	}
+	return out
+}
+
+// write stores the updated invoice and its event in tx. UpdateInvoice's
+// version check guards against a writer that did not lock the row: on
+// ErrConflict the whole transaction rolls back and the work is retried
+// from a fresh read.
+func (s *Settler) write(ctx context.Context, tx store.Tx, old, updated store.Invoice, event string, now time.Time) (change, error) {
+	if err := tx.UpdateInvoice(ctx, &updated); err != nil {
+		return change{}, fmt.Errorf("update invoice %d: %w", old.ID, err)
+	}
+	ev, err := store.NewInvoiceEvent(event, updated, now)
+	if err != nil {
+		return change{}, err
+	}
+	if err := tx.InsertEvent(ctx, &ev); err != nil {
+		return change{}, fmt.Errorf("event %s for invoice %d: %w", event, old.ID, err)
+	}
+	return change{invoiceID: old.ID, from: old.Status, to: updated.Status, event: event}, nil
+}
+
+// record counts and logs committed changes.
+func (s *Settler) record(ctx context.Context, changes []change) {
+	for _, c := range changes {
+		s.m.events.WithLabelValues(c.event).Inc()
+		if c.from != c.to {
+			s.m.transitions.WithLabelValues(c.from, c.to).Inc()
+		}
+		s.log.DebugContext(ctx, "settlement: invoice changed", slog.Int64("invoice_id", c.invoiceID),
+			slog.String("from", c.from), slog.String("to", c.to), slog.String("event", c.event))
+	}
+}
+
+// revert undoes the processed blocks that are no longer canonical: it
+// walks back from cur to the highest processed block still in the indexed
+// chain, deletes the payments above it, recomputes the invoices they paid
+// (invoice.reverted) and moves the cursor back, in one transaction. It
+// reports false when cur turned out to be canonical after all.
+func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, bool, error) {
+	top := cur.BlockNumber
+	lo := top - min(top, uint64(s.cfg.MaxReorgDepth))
+	ours, err := s.st.ListSettledBlockHashes(ctx, lo, top)
+	if err != nil {
+		return nil, false, fmt.Errorf("settlement: read processed blocks: %w", err)
+	}
+	theirs, err := s.st.ListBlockHashes(ctx, lo, top)
+	if err != nil {
+		return nil, false, fmt.Errorf("settlement: read indexed blocks: %w", err)
+	}
+	var (
+		anc    *store.Cursor
+		lowest = top + 1
+	)
+	for n := top; ; n-- {
+		if h, ok := ours[n]; ok {
+			lowest = n
+			if theirs[n] == h {
+				anc = &store.Cursor{Name: store.CursorSettlement, BlockNumber: n, BlockHash: h}
+				break
+			}
+		}
+		if n == lo {
+			break
+		}
+	}
+	switch {
+	case anc != nil && anc.BlockNumber == top:
+		return &cur, false, nil
+	case anc == nil && (lowest > top || lowest == 0 || lowest == lo && lo > 0):
+		// The history reaches MaxReorgDepth below the cursor (or is
+		// missing) and none of it is canonical.
+		return nil, false, fmt.Errorf("%w (%d): no processed block at or below %d is in the indexed chain",
+			ErrReorgTooDeep, s.cfg.MaxReorgDepth, top)
+	case anc == nil:
+		// Every block settlement ever processed was orphaned: go back to
+		// just before the first one. Its hash may be unknown (zero), in
+		// which case the next block is not checked against it.
+		anc = &store.Cursor{Name: store.CursorSettlement, BlockNumber: lowest - 1}
+		if b, err := s.st.GetBlock(ctx, lowest-1); err == nil {
+			anc.BlockHash = b.Hash
+		}
+	}
+	now := s.cfg.Now().UTC()
+	anc.UpdatedAt = now
+	var (
+		removed []store.Payment
+		changes []change
+	)
+	err = s.st.InTx(ctx, func(tx store.Tx) error {
+		changes = nil
+		if err := tx.CompareAndSetCursor(ctx, store.CursorSettlement, &cur, *anc); err != nil {
+			return err
+		}
+		if err := s.step("revert.cursor"); err != nil {
+			return err
+		}
+		var err error
+		if removed, err = tx.DeletePaymentsFromBlock(ctx, anc.BlockNumber+1); err != nil {
+			return err
+		}
+		if err := tx.DeleteSettledBlocks(ctx, 0, anc.BlockNumber+1); err != nil {
+			return err
+		}
+		if err := s.step("revert.payments"); err != nil {
+			return err
+		}
+		ids := invoiceIDs(removed)
+		invs, err := tx.GetInvoicesForUpdate(ctx, ids)
+		if err != nil {
+			return err
+		}
+		remaining, err := tx.ListPaymentsByInvoices(ctx, ids)
+		if err != nil {
+			return err
+		}
+		left := groupPayments(remaining)
+		for _, inv := range invs {
+			updated, event := applyRevert(inv, left[inv.ID], now)
+			c, err := s.write(ctx, tx, inv, updated, event, now)
+			if err != nil {
+				return err
+			}
+			changes = append(changes, c)
+			if err := s.step("revert.invoice"); err != nil {
+				return err
+			}
+		}
+		return s.step("revert.commit")
+	})
+	if err != nil {
+		if isCrash(err) {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("settlement: revert blocks %d..%d: %w", anc.BlockNumber+1, top, err)
+	}
+	s.m.reorgs.Inc()
+	s.record(ctx, changes)
+	s.log.WarnContext(ctx, "settlement: reorg; orphaned blocks reverted",
+		slog.Uint64("from_block", anc.BlockNumber+1), slog.Uint64("to_block", top),
+		slog.Uint64("ancestor", anc.BlockNumber), slog.Int("payments_removed", len(removed)),
+		slog.Int("invoices_reverted", len(changes)))
+	return anc, true, nil
+}
+
+func invoiceIDs(ps []store.Payment) []int64 {
+	var ids []int64
+	for _, p := range ps {
+		ids = append(ids, p.InvoiceID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// confirmPass confirms the PAID invoices whose payments are all at least
+// Confirmations deep under head. It only reads candidates (PAID invoices
+// with no payment above head − Confirmations), one batch per transaction.
+func (s *Settler) confirmPass(ctx context.Context, head uint64) error {
+	conf := uint64(s.cfg.Confirmations)
+	if head < conf {
+		return nil
+	}
+	maxBlock := head - conf
+	for {
+		ids, err := s.st.ListConfirmable(ctx, maxBlock, s.cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("settlement: list confirmable invoices: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		done, err := s.batch(ctx, ids, "confirm", func(inv store.Invoice, ps []store.Payment, now time.Time) (store.Invoice, string) {
+			return applyConfirm(inv, ps, maxBlock, now)
+		})
+		if err != nil || done < len(ids) || len(ids) < s.cfg.BatchSize {
+			return err
+		}
+	}
+}
+
+// expirePass expires the PENDING invoices whose expires_at has passed.
+// It runs only after settlement caught up with the indexed head, so that a
+// payment already indexed is never counted late because settlement lagged.
+func (s *Settler) expirePass(ctx context.Context) error {
+	for {
+		invs, err := s.st.ListExpiring(ctx, s.cfg.Now().UTC(), s.cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("settlement: list expiring invoices: %w", err)
+		}
+		if len(invs) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(invs))
+		for i, inv := range invs {
+			ids[i] = inv.ID
+		}
+		done, err := s.batch(ctx, ids, "expire", func(inv store.Invoice, _ []store.Payment, now time.Time) (store.Invoice, string) {
+			return applyExpire(inv, now)
+		})
+		if err != nil || done < len(ids) || len(ids) < s.cfg.BatchSize {
+			return err
+		}
+	}
+}
+
+// batch applies rule to the invoices ids in one transaction (locked, with
+// their payments) and writes each change with its event. It returns how
+// many invoices changed.
+func (s *Settler) batch(ctx context.Context, ids []int64, name string,
+	rule func(store.Invoice, []store.Payment, time.Time) (store.Invoice, string)) (int, error) {
+	now := s.cfg.Now().UTC()
+	var changes []change
+	err := s.st.InTx(ctx, func(tx store.Tx) error {
+		changes = nil
+		invs, err := tx.GetInvoicesForUpdate(ctx, ids)
+		if err != nil {
+			return err
+		}
+		ps, err := tx.ListPaymentsByInvoices(ctx, ids)
+		if err != nil {
+			return err
+		}
+		paid := groupPayments(ps)
+		for _, inv := range invs {
+			updated, event := rule(inv, paid[inv.ID], now)
+			if event == "" {
+				continue
+			}
+			c, err := s.write(ctx, tx, inv, updated, event, now)
+			if err != nil {
+				return err
+			}
+			changes = append(changes, c)
+			if err := s.step(name + ".invoice"); err != nil {
+				return err
+			}
+		}
+		return s.step(name + ".commit")
+	})
+	if err != nil {
+		if isCrash(err) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("settlement: %s pass: %w", name, err)
+	}
+	s.record(ctx, changes)
+	return len(changes), nil
+}
