@@ -1,0 +1,480 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Store is what the indexer needs from the shared database; store.Store
+// (PostgreSQL or SQLite) satisfies it.
+type Store interface {
+	store.Locker
+	// InTx runs fn in one database transaction.
+	InTx(ctx context.Context, fn func(tx store.Tx) error) error
+	GetCursor(ctx context.Context, name string) (store.Cursor, error)
+	LatestBlock(ctx context.Context) (store.Block, error)
+	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+}
+
+var _ Store = store.Store(nil)
+
+// LockName is the named lock (store.Locker) an indexer holds while it runs,
+// so that one indexer at a time writes the chain whatever the number of
+// processes.
+const LockName = "indexer"
+
+var (
+	// ErrReorgTooDeep: the node's chain no longer contains any of the last
+	// MaxReorgDepth indexed blocks. The indexer stops rather than rewrite
+	// that much history; an operator decides (raise the limit, check the
+	// node).
+	ErrReorgTooDeep = errors.New("indexer: reorg deeper than MaxReorgDepth")
+	// ErrWrongChain: the node reports another chain id than Config.ChainID.
+	ErrWrongChain = errors.New("indexer: node is on another chain")
+)
+
+// Internal signals between the loop's steps.
+var (
+	// errReorg: the next block does not build on the indexed head.
+	errReorg = errors.New("indexer: next block does not extend the indexed chain")
+	// errChainMoved: the node's answers changed under us (a batch that does
+	// not link up, a reorg that undid itself); poll again at once.
+	errChainMoved = errors.New("indexer: chain moved while reading")
+	// errLockLost: the named lock was lost; stop writing and re-acquire.
+	errLockLost = errors.New("indexer: lock lost")
+)
+
+// Indexer follows the chain into the store. Create it with New and start
+// it with Run.
+type Indexer struct {
+	src      Source
+	st       Store
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	gatherer prometheus.Gatherer
+	running  atomic.Bool
+
+	// The fields below belong to the goroutine running Run.
+	cur    store.Cursor // the indexed head, as stored
+	hasCur bool
+	prog   *progress // set while catching up
+}
+
+// New returns an Indexer reading src and writing st.
+func New(src Source, st Store, cfg Config) (*Indexer, error) {
+	if src == nil || st == nil {
+		return nil, errors.New("indexer: New needs a Source and a Store")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ix := &Indexer{src: src, st: st, cfg: cfg, log: cfg.Logger}
+	reg := cfg.Registerer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg, ix.gatherer = r, r
+	} else if g, ok := reg.(prometheus.Gatherer); ok {
+		ix.gatherer = g
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: register metrics: %w", err)
+	}
+	ix.m = m
+	return ix, nil
+}
+
+// Gatherer returns the registry holding the indexer's metrics when
+// Config.Registerer was nil (or is also a Gatherer); nil otherwise.
+func (ix *Indexer) Gatherer() prometheus.Gatherer { return ix.gatherer }
+
+// Run indexes until ctx is cancelled, then returns nil after finishing the
+// database write in progress. It first takes the "indexer" lock (waiting
+// while another process holds it) and gives it up, and stops writing, if
+// the lock is lost, then takes it again. Failures of the node or the
+// database are retried with capped exponential backoff; Run returns an
+// error only for what retrying cannot fix: a reorg deeper than
+// MaxReorgDepth (ErrReorgTooDeep) or a node on another chain
+// (ErrWrongChain).
+func (ix *Indexer) Run(ctx context.Context) error {
+	if !ix.running.CompareAndSwap(false, true) {
+		return errors.New("indexer: Run is already running")
+	}
+	defer ix.running.Store(false)
+	bo := ix.newBackoff()
+	waiting := false
+	for {
+		lock, err := ix.st.TryLock(ctx, LockName)
+		if ctx.Err() != nil {
+			if err == nil {
+				_ = lock.Unlock()
+			}
+			return nil
+		}
+		switch {
+		case errors.Is(err, store.ErrLocked):
+			if !waiting {
+				ix.log.InfoContext(ctx, "indexer: another process holds the indexer lock; waiting",
+					slog.Duration("retry_every", ix.cfg.LockRetryInterval))
+				waiting = true
+			}
+			if !sleep(ctx, ix.cfg.LockRetryInterval) {
+				return nil
+			}
+			continue
+		case err != nil:
+			d := bo.next()
+			ix.m.errors.WithLabelValues("store").Inc()
+			ix.log.WarnContext(ctx, "indexer: cannot take the indexer lock; retrying",
+				slog.Any("error", err), slog.Duration("retry_in", d))
+			if !sleep(ctx, d) {
+				return nil
+			}
+			continue
+		}
+		waiting = false
+		bo.reset()
+		err = ix.session(ctx, lock)
+		_ = lock.Unlock()
+		switch {
+		case errors.Is(err, errLockLost) && ctx.Err() == nil:
+			ix.log.WarnContext(ctx, "indexer: lost the indexer lock; stopped writing, taking it again")
+			continue
+		case errors.Is(err, ErrReorgTooDeep), errors.Is(err, ErrWrongChain):
+			return err
+		}
+		// session returns nothing else unless ctx has ended.
+		return nil
+	}
+}
+
+// session indexes while the lock is held.
+func (ix *Indexer) session(ctx context.Context, lock store.Lock) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Writes outlive ctx (the batch in hand is finished) but not the lock.
+	wctx, wcancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer wcancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-lock.Lost():
+			cancel(errLockLost)
+			wcancel(errLockLost)
+		case <-done:
+		}
+	}()
+	err := ix.loop(sctx, wctx)
+	if cause := context.Cause(sctx); errors.Is(cause, errLockLost) {
+		return errLockLost
+	}
+	return err
+}
+
+// loop polls and indexes until ctx ends or a fatal error.
+func (ix *Indexer) loop(ctx, wctx context.Context) error {
+	bo := ix.newBackoff()
+	ready := false
+	for {
+		var (
+			idle bool
+			err  error
+		)
+		if !ready {
+			err = ix.prepare(ctx)
+			ready = err == nil
+		}
+		if ready {
+			idle, err = ix.step(ctx, wctx)
+		}
+		switch {
+		case err == nil:
+			bo.reset()
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case errors.Is(err, ErrReorgTooDeep), errors.Is(err, ErrWrongChain):
+			ix.log.ErrorContext(ctx, "indexer: stopped", slog.Any("error", err))
+			return err
+		case errors.Is(err, errChainMoved):
+			ix.log.DebugContext(ctx, "indexer: chain moved while reading; polling again")
+			continue
+		default:
+			kind := "upstream"
+			var se *storeError
+			if errors.As(err, &se) {
+				kind = "store"
+				// A failed commit may or may not have landed: reload
+				// the cursor before writing again.
+				ready = false
+			}
+			d := bo.next()
+			ix.m.errors.WithLabelValues(kind).Inc()
+			ix.log.WarnContext(ctx, "indexer: retrying after a failure", slog.String("kind", kind),
+				slog.Any("error", err), slog.Duration("retry_in", d))
+			if !sleep(ctx, d) {
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		if idle && !sleep(ctx, ix.cfg.PollInterval) {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// prepare checks the node's chain and loads the cursor.
+func (ix *Indexer) prepare(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+	id, err := ix.src.ChainID(rctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if ix.cfg.ChainID != 0 && id != ix.cfg.ChainID {
+		return fmt.Errorf("%w: the node reports chain id %d, the indexer is configured for %d",
+			ErrWrongChain, id, ix.cfg.ChainID)
+	}
+	sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
+	defer cancel()
+	cur, err := ix.st.GetCursor(sctx, store.CursorIndexer)
+	switch {
+	case err == nil:
+		ix.cur, ix.hasCur = cur, true
+	case errors.Is(err, store.ErrNotFound):
+		// Blocks without a cursor (written by hand, or the cursor row was
+		// deleted): continue after the highest one.
+		b, err := ix.st.LatestBlock(sctx)
+		switch {
+		case err == nil:
+			ix.cur = store.Cursor{Name: store.CursorIndexer, BlockNumber: b.Number, BlockHash: b.Hash}
+			ix.hasCur = true
+			ix.log.WarnContext(ctx, "indexer: no cursor; continuing after the latest indexed block",
+				slog.Uint64("block", b.Number))
+		case errors.Is(err, store.ErrNotFound):
+			ix.hasCur = false
+		default:
+			return &storeError{err}
+		}
+	default:
+		return &storeError{err}
+	}
+	attrs := []any{slog.Uint64("chain_id", id)}
+	switch {
+	case ix.hasCur:
+		attrs = append(attrs, slog.String("start", "cursor"), slog.Uint64("block", ix.cur.BlockNumber))
+	case ix.cfg.Backfill:
+		attrs = append(attrs, slog.String("start", "backfill"), slog.Uint64("block", ix.cfg.StartBlock))
+	default:
+		attrs = append(attrs, slog.String("start", "head"))
+	}
+	ix.log.InfoContext(ctx, "indexer: running", attrs...)
+	return nil
+}
+
+// step polls the head once and indexes what is new. idle reports that
+// nothing was left to do (wait PollInterval before the next step).
+func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+	head, err := ix.src.BlockNumber(rctx)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	var next uint64
+	switch {
+	case ix.hasCur:
+		next = ix.cur.BlockNumber + 1
+		ix.m.setPosition(head, ix.cur.BlockNumber)
+	case ix.cfg.Backfill:
+		next = ix.cfg.StartBlock
+		ix.m.setPosition(head, 0)
+	default:
+		// No cursor and no backfill: the first block indexed is the
+		// node's head at this poll.
+		next = head
+		ix.m.head.Set(float64(head))
+	}
+	if head < next {
+		ix.caughtUp(ctx)
+		return true, ix.checkTip(ctx, wctx, head)
+	}
+	switch {
+	case ix.prog != nil:
+		ix.prog.head = head
+	case head-next+1 > uint64(ix.cfg.BatchSize):
+		ix.prog = newProgress(ix.cfg.Now(), next, head)
+		ix.log.InfoContext(ctx, "indexer: catching up", slog.Uint64("from", next),
+			slog.Uint64("head", head), slog.Uint64("blocks", head-next+1))
+	}
+	progressed, err := ix.catchUp(ctx, wctx, next, head)
+	if errors.Is(err, errReorg) {
+		return false, ix.reorg(ctx, wctx, head)
+	}
+	if err != nil {
+		return false, err
+	}
+	// A node that reports a head it cannot serve yet: wait.
+	return !progressed, nil
+}
+
+// checkTip runs when the node has nothing beyond the indexed head: it
+// compares the node's block at its head with the stored one (a reorg at
+// the same height, or to a shorter chain, shows up only this way) and
+// refreshes the cursor's heartbeat.
+func (ix *Indexer) checkTip(ctx, wctx context.Context, head uint64) error {
+	if !ix.hasCur {
+		return nil
+	}
+	stored, ok := ix.cur.BlockHash, true
+	if head < ix.cur.BlockNumber {
+		sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
+		hashes, err := ix.st.ListBlockHashes(sctx, head, head)
+		cancel()
+		if err != nil {
+			return &storeError{err}
+		}
+		stored, ok = hashes[head]
+	}
+	if ok {
+		rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+		bs, err := ix.src.Blocks(rctx, head, 1, false)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if len(bs) == 1 && bs[0].Hash != stored {
+			return ix.reorg(ctx, wctx, head)
+		}
+	}
+	now := ix.cfg.Now()
+	if now.Sub(ix.cur.UpdatedAt) < ix.cfg.HeartbeatInterval {
+		return nil
+	}
+	c := ix.cur
+	c.UpdatedAt = now
+	if err := ix.write(wctx, func(tx store.Tx) error { return tx.SetCursor(wctx, c) }); err != nil {
+		return err
+	}
+	ix.cur = c
+	return nil
+}
+
+// write runs fn in one database transaction bounded by StoreTimeout.
+func (ix *Indexer) write(wctx context.Context, fn func(tx store.Tx) error) error {
+	ctx, cancel := context.WithTimeout(wctx, ix.cfg.StoreTimeout)
+	defer cancel()
+	if err := ix.st.InTx(ctx, fn); err != nil {
+		return &storeError{err}
+	}
+	return nil
+}
+
+// apply writes fetched blocks, which must follow the indexed head, with
+// the cursor in one transaction. It returns errReorg when the first block
+// does not build on the indexed head, and errChainMoved (after writing the
+// linked prefix) when the batch itself does not link up.
+func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	if ix.hasCur {
+		if blocks[0].Number != ix.cur.BlockNumber+1 {
+			return fmt.Errorf("indexer: got block %d after %d", blocks[0].Number, ix.cur.BlockNumber)
+		}
+		if blocks[0].ParentHash != ix.cur.BlockHash {
+			return errReorg
+		}
+	}
+	n, moved := len(blocks), false
+	ntx := len(blocks[0].Txs)
+	for i := 1; i < len(blocks); i++ {
+		if blocks[i].ParentHash != blocks[i-1].Hash || blocks[i].Number != blocks[i-1].Number+1 {
+			n, moved = i, true
+			break
+		}
+		ntx += len(blocks[i].Txs)
+	}
+	now := ix.cfg.Now()
+	hdrs := make([]store.Block, n)
+	txs := make([]store.Transaction, 0, ntx)
+	for i := range n {
+		hdrs[i] = blocks[i].Block
+		hdrs[i].IndexedAt = now
+		txs = append(txs, blocks[i].Txs...)
+	}
+	last := hdrs[n-1]
+	c := store.Cursor{Name: store.CursorIndexer, BlockNumber: last.Number, BlockHash: last.Hash, UpdatedAt: now}
+	err := ix.write(wctx, func(tx store.Tx) error {
+		if err := tx.InsertBlocks(wctx, hdrs, txs); err != nil {
+			return err
+		}
+		return tx.SetCursor(wctx, c)
+	})
+	if err != nil {
+		return err
+	}
+	ix.cur, ix.hasCur = c, true
+	ix.m.indexed.Set(float64(c.BlockNumber))
+	ix.m.blocks.Add(float64(n))
+	ix.m.txs.Add(float64(len(txs)))
+	if ix.prog != nil {
+		ix.prog.add(n, len(txs))
+	}
+	if moved {
+		return errChainMoved
+	}
+	return nil
+}
+
+// storeError marks a database failure (for the retry policy and metrics).
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "store: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// backoff is capped exponential backoff with jitter: each wait is between
+// half and all of min·2^k, capped at max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (ix *Indexer) newBackoff() *backoff {
+	return &backoff{min: ix.cfg.RetryMin, max: ix.cfg.RetryMax}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	half := b.cur / 2
+	return half + rand.N(b.cur-half+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d, or returns false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

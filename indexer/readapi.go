@@ -1,0 +1,436 @@
+package indexer
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// ReadStore is what the read API needs from the database; store.Store
+// satisfies it.
+type ReadStore interface {
+	GetBlock(ctx context.Context, number uint64) (store.Block, error)
+	GetBlockByHash(ctx context.Context, hash common.Hash) (store.Block, error)
+	LatestBlock(ctx context.Context) (store.Block, error)
+	ListTxsByBlock(ctx context.Context, number uint64) ([]store.Transaction, error)
+	GetTx(ctx context.Context, hash common.Hash) (store.Transaction, error)
+	ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, limit int) ([]store.Transaction, error)
+	GetCursor(ctx context.Context, name string) (store.Cursor, error)
+}
+
+var _ ReadStore = store.Store(nil)
+
+// ReadAPIConfig tunes a ReadAPI. The zero value is usable.
+type ReadAPIConfig struct {
+	// StaleAfter makes every read fail with HTTP 500 (code index_stale)
+	// when the indexer's cursor has not been written for this long: the
+	// indexer is not running or the database cannot write, so what the
+	// database holds may be stale. A running indexer writes its cursor at
+	// least every Config.HeartbeatInterval (15 s). A database with no
+	// cursor yet is not stale. Negative turns the check off. Defaults to
+	// 2 minutes.
+	StaleAfter time.Duration
+	// PageSize is the number of transactions per page of an address's
+	// transactions when the request has no limit. Defaults to 50.
+	PageSize int
+	// MaxPageSize is the largest limit a request may ask for. Defaults to
+	// 500.
+	MaxPageSize int
+	// QueryTimeout bounds the database work of one request. Defaults to
+	// 10 s.
+	QueryTimeout time.Duration
+	// Logger receives database failures (error). Defaults to a logger that
+	// discards everything.
+	Logger *slog.Logger
+	// Now is the clock of the staleness check. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// ReadAPI serves the indexed chain from the database, as JSON:
+//
+//	GET /v1/blocks/latest                      the highest indexed block, with its transactions
+//	GET /v1/blocks/{number-or-hash}            a block (decimal number or 0x hash), with its transactions
+//	GET /v1/transactions/{hash}                a transaction
+//	GET /v1/addresses/{address}/transactions   transactions from or to an address, newest first;
+//	                                           ?limit=N&cursor=C, the next page's cursor in next_cursor
+//
+// Errors are RFC 9457 problem JSON with a stable code: 400 invalid_block_id,
+// invalid_hash, invalid_address, invalid_limit, invalid_cursor; 404
+// block_not_found, transaction_not_found, not_found; 405
+// method_not_allowed; 500 database_unavailable, index_stale,
+// internal_error. Any database failure answers 500: never a partial or
+// stale body with a success status.
+type ReadAPI struct {
+	st  ReadStore
+	cfg ReadAPIConfig
+	mux *http.ServeMux
+}
+
+// NewReadAPI returns the read API over st.
+func NewReadAPI(st ReadStore, cfg ReadAPIConfig) (*ReadAPI, error) {
+	if st == nil {
+		return nil, errors.New("indexer: NewReadAPI needs a store")
+	}
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, 2*time.Minute)
+	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
+	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 500)
+	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, 10*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.PageSize < 0 || cfg.MaxPageSize < 0:
+		return nil, errors.New("indexer: page sizes must not be negative")
+	case cfg.PageSize > cfg.MaxPageSize:
+		return nil, errors.New("indexer: PageSize must not exceed MaxPageSize")
+	case cfg.QueryTimeout < 0:
+		return nil, errors.New("indexer: QueryTimeout must not be negative")
+	}
+	a := &ReadAPI{st: st, cfg: cfg, mux: http.NewServeMux()}
+	a.Register(a.mux)
+	a.mux.HandleFunc("/", a.notFound)
+	return a, nil
+}
+
+// Register adds the API's routes (Go 1.22 patterns, GET only) to mux, for
+// hosts that serve several packages' handlers on one mux.
+func (a *ReadAPI) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/blocks/latest", a.latestBlock)
+	mux.HandleFunc("GET /v1/blocks/{id}", a.block)
+	mux.HandleFunc("GET /v1/transactions/{hash}", a.transaction)
+	mux.HandleFunc("GET /v1/addresses/{address}/transactions", a.addressTransactions)
+}
+
+// ServeHTTP serves the API's routes; anything else is a 404 (or 405)
+// problem.
+func (a *ReadAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+func (a *ReadAPI) notFound(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if _, pattern := a.mux.Handler(get); pattern != "/" {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is served here")
+			return
+		}
+	}
+	writeProblem(w, http.StatusNotFound, "not_found", "no such resource")
+}
+
+// Response bodies.
+
+type blockJSON struct {
+	Number           uint64         `json:"number"`
+	Hash             common.Hash    `json:"hash"`
+	ParentHash       common.Hash    `json:"parent_hash"`
+	Timestamp        uint64         `json:"timestamp"`
+	Time             time.Time      `json:"time"`
+	Miner            common.Address `json:"miner"`
+	GasLimit         uint64         `json:"gas_limit"`
+	GasUsed          uint64         `json:"gas_used"`
+	BaseFeeWei       *store.Amount  `json:"base_fee_wei"`
+	TransactionCount int            `json:"transaction_count"`
+	Transactions     []txJSON       `json:"transactions"`
+}
+
+type txJSON struct {
+	Hash              common.Hash     `json:"hash"`
+	BlockNumber       uint64          `json:"block_number"`
+	BlockHash         common.Hash     `json:"block_hash"`
+	TransactionIndex  int             `json:"transaction_index"`
+	From              common.Address  `json:"from"`
+	To                *common.Address `json:"to"`
+	ValueWei          store.Amount    `json:"value_wei"`
+	Nonce             uint64          `json:"nonce"`
+	Gas               uint64          `json:"gas"`
+	Type              uint8           `json:"type"`
+	GasPriceWei       *store.Amount   `json:"gas_price_wei"`
+	MaxFeeWei         *store.Amount   `json:"max_fee_wei"`
+	MaxPriorityFeeWei *store.Amount   `json:"max_priority_fee_wei"`
+	Input             hexutil.Bytes   `json:"input"`
+}
+
+type txPageJSON struct {
+	Transactions []txJSON `json:"transactions"`
+	// NextCursor is null on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+func toBlockJSON(b store.Block, txs []store.Transaction) blockJSON {
+	out := blockJSON{
+		Number: b.Number, Hash: b.Hash, ParentHash: b.ParentHash, Timestamp: b.Timestamp,
+		Time: time.Unix(int64(min(b.Timestamp, 1<<62)), 0).UTC(), Miner: b.Miner, GasLimit: b.GasLimit,
+		GasUsed: b.GasUsed, BaseFeeWei: b.BaseFeeWei, TransactionCount: b.TxCount,
+		Transactions: make([]txJSON, len(txs)),
+	}
+	for i := range txs {
+		out.Transactions[i] = toTxJSON(txs[i])
+	}
+	return out
+}
+
+func toTxJSON(t store.Transaction) txJSON {
+	return txJSON{
+		Hash: t.Hash, BlockNumber: t.BlockNumber, BlockHash: t.BlockHash, TransactionIndex: t.Index,
+		From: t.From, To: t.To, ValueWei: t.ValueWei, Nonce: t.Nonce, Gas: t.Gas, Type: t.Type,
+		GasPriceWei: t.GasPriceWei, MaxFeeWei: t.MaxFeeWei, MaxPriorityFeeWei: t.MaxPriorityFeeWei,
+		Input: t.Input,
+	}
+}
+
+// Handlers.
+
+func (a *ReadAPI) latestBlock(w http.ResponseWriter, r *http.Request) {
+	a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.LatestBlock(ctx) })
+}
+
+func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if strings.HasPrefix(id, "0x") || strings.HasPrefix(id, "0X") {
+		h, ok := parseHash(id)
+		if !ok {
+			writeProblem(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+			return
+		}
+		a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlockByHash(ctx, h) })
+		return
+	}
+	n, err := strconv.ParseUint(id, 10, 63)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+		return
+	}
+	a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlock(ctx, n) })
+}
+
+// serveBlock answers a block with its transactions. The two reads are not
+// one snapshot, so they are checked against each other (a reorg may have
+// replaced the block in between) and done again if they disagree.
+func (a *ReadAPI) serveBlock(w http.ResponseWriter, r *http.Request, get func(context.Context) (store.Block, error)) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	defer cancel()
+	if err := a.checkFresh(ctx); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		b, err := get(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			writeProblem(w, http.StatusNotFound, "block_not_found", "no such block is indexed")
+			return
+		}
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		txs, err := a.st.ListTxsByBlock(ctx, b.Number)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if consistent(b, txs) {
+			writeJSON(w, toBlockJSON(b, txs))
+			return
+		}
+		if attempt == 2 {
+			a.fail(w, r, errors.New("block and transactions kept changing between reads"))
+			return
+		}
+	}
+}
+
+func consistent(b store.Block, txs []store.Transaction) bool {
+	if len(txs) != b.TxCount {
+		return false
+	}
+	for i := range txs {
+		if txs[i].BlockHash != b.Hash {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
+	h, ok := parseHash(r.PathValue("hash"))
+	if !ok {
+		writeProblem(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	defer cancel()
+	if err := a.checkFresh(ctx); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	t, err := a.st.GetTx(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		writeProblem(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, toTxJSON(t))
+}
+
+func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
+	addr, ok := parseAddress(r.PathValue("address"))
+	if !ok {
+		writeProblem(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
+		return
+	}
+	q := r.URL.Query()
+	limit := a.cfg.PageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
+			writeProblem(w, http.StatusBadRequest, "invalid_limit",
+				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
+			return
+		}
+		limit = n
+	}
+	var beforeBlock uint64
+	beforeIndex := 0
+	if s := q.Get("cursor"); s != "" {
+		var ok bool
+		beforeBlock, beforeIndex, ok = decodePageCursor(s)
+		if !ok {
+			writeProblem(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	defer cancel()
+	if err := a.checkFresh(ctx); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	txs, err := a.st.ListTxsByAddress(ctx, addr, beforeBlock, beforeIndex, limit+1)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page := txPageJSON{Transactions: make([]txJSON, 0, min(len(txs), limit))}
+	for i := range txs[:min(len(txs), limit)] {
+		page.Transactions = append(page.Transactions, toTxJSON(txs[i]))
+	}
+	// A position in block 0 cannot be a cursor (it reads as "from the
+	// top"); genesis blocks carry no transactions over JSON-RPC anyway.
+	if len(txs) > limit && txs[limit-1].BlockNumber > 0 {
+		c := encodePageCursor(txs[limit-1].BlockNumber, txs[limit-1].Index)
+		page.NextCursor = &c
+	}
+	writeJSON(w, page)
+}
+
+// errStale: the indexer's cursor has not been written for StaleAfter.
+var errStale = errors.New("the index is stale")
+
+// checkFresh fails when the database is unreachable, or the index has not
+// been written for StaleAfter (the database cannot write, or no indexer
+// runs).
+func (a *ReadAPI) checkFresh(ctx context.Context) error {
+	if a.cfg.StaleAfter < 0 {
+		return nil
+	}
+	c, err := a.st.GetCursor(ctx, store.CursorIndexer)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	if age := a.cfg.Now().Sub(c.UpdatedAt); age > a.cfg.StaleAfter {
+		return fmt.Errorf("%w: last written %s ago", errStale, age.Round(time.Second))
+	}
+	return nil
+}
+
+// fail answers a failure to read: always 500, whatever the cause.
+func (a *ReadAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, detail := "internal_error", "the request could not be served"
+	switch {
+	case errors.Is(err, errStale):
+		code, detail = "index_stale", "the index has not been updated recently; the database may be unable to write"
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		code, detail = "database_unavailable", "the database is unavailable"
+	}
+	a.cfg.Logger.ErrorContext(r.Context(), "indexer: read API failed", slog.String("path", r.URL.Path),
+		slog.String("code", code), slog.Any("error", err))
+	writeProblem(w, http.StatusInternalServerError, code, detail)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "internal_error", "the response could not be encoded")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func parseHash(s string) (common.Hash, bool) {
+	if len(s) != 66 || (s[:2] != "0x" && s[:2] != "0X") {
+		return common.Hash{}, false
+	}
+	b, err := hexutil.Decode("0x" + s[2:])
+	if err != nil {
+		return common.Hash{}, false
+	}
+	return common.BytesToHash(b), true
+}
+
+func parseAddress(s string) (common.Address, bool) {
+	if len(s) != 42 || (s[:2] != "0x" && s[:2] != "0X") || !common.IsHexAddress(s) {
+		return common.Address{}, false
+	}
+	return common.HexToAddress(s), true
+}
+
+// Page cursors are opaque to clients: base64url of "block:index" of the
+// last transaction served.
+func encodePageCursor(block uint64, index int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatUint(block, 10) + ":" + strconv.Itoa(index)))
+}
+
+func decodePageCursor(s string) (uint64, int, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, 0, false
+	}
+	bs, is, ok := strings.Cut(string(raw), ":")
+	if !ok {
+		return 0, 0, false
+	}
+	block, err := strconv.ParseUint(bs, 10, 63)
+	if err != nil || block == 0 {
+		return 0, 0, false
+	}
+	index, err := strconv.Atoi(is)
+	if err != nil || index < 0 {
+		return 0, 0, false
+	}
+	return block, index, true
+}

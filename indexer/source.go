@@ -1,0 +1,122 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Block is a block as the node reported it, decoded into the store's
+// records: the header (with the node's own hash, never recomputed) and, when
+// fetched with full transactions, its transactions in index order.
+type Block struct {
+	store.Block
+	// Txs are the block's transactions; empty when the block was fetched
+	// without them (TxCount still says how many it has).
+	Txs []store.Transaction
+}
+
+// Source is the chain as the indexer reads it: three JSON-RPC methods.
+// NewRPCSource implements it on a go-ethereum *rpc.Client; tests wrap it to
+// inject failures.
+type Source interface {
+	// ChainID returns eth_chainId.
+	ChainID(ctx context.Context) (uint64, error)
+	// BlockNumber returns eth_blockNumber, the node's head.
+	BlockNumber(ctx context.Context) (uint64, error)
+	// Blocks returns the blocks from, from+1, … (count of them), fetched
+	// with one batch of eth_getBlockByNumber calls, with full transactions
+	// when full is true. The result is in order and may be shorter than
+	// count: it stops before the first block the node does not have or
+	// failed to return. An error means not even the first block came back.
+	Blocks(ctx context.Context, from uint64, count int, full bool) ([]Block, error)
+}
+
+// RPCClient is the part of go-ethereum's *rpc.Client that RPCSource uses.
+type RPCClient interface {
+	CallContext(ctx context.Context, result any, method string, args ...any) error
+	BatchCallContext(ctx context.Context, b []rpc.BatchElem) error
+}
+
+var _ RPCClient = (*rpc.Client)(nil)
+
+// RPCSource reads the chain over JSON-RPC and decodes blocks itself.
+type RPCSource struct {
+	c RPCClient
+}
+
+var _ Source = (*RPCSource)(nil)
+
+// NewRPCSource returns a Source on c, usually a *rpc.Client from rpc.Dial
+// (HTTP or WebSocket) or a simulated backend's in-process client.
+func NewRPCSource(c RPCClient) *RPCSource { return &RPCSource{c: c} }
+
+// ChainID implements Source.
+func (s *RPCSource) ChainID(ctx context.Context) (uint64, error) {
+	var q quantity
+	if err := s.c.CallContext(ctx, &q, "eth_chainId"); err != nil {
+		return 0, fmt.Errorf("eth_chainId: %w", err)
+	}
+	return uint64(q), nil
+}
+
+// BlockNumber implements Source.
+func (s *RPCSource) BlockNumber(ctx context.Context) (uint64, error) {
+	var q quantity
+	if err := s.c.CallContext(ctx, &q, "eth_blockNumber"); err != nil {
+		return 0, fmt.Errorf("eth_blockNumber: %w", err)
+	}
+	return uint64(q), nil
+}
+
+// errNoBlock marks a null result: the node does not have the block.
+var errNoBlock = errors.New("block not found")
+
+// Blocks implements Source.
+func (s *RPCSource) Blocks(ctx context.Context, from uint64, count int, full bool) ([]Block, error) {
+	if count <= 0 {
+		return nil, nil
+	}
+	raws := make([]json.RawMessage, count)
+	batch := make([]rpc.BatchElem, count)
+	for i := range batch {
+		batch[i] = rpc.BatchElem{
+			Method: "eth_getBlockByNumber",
+			Args:   []any{hexutil.Uint64(from + uint64(i)), full},
+			Result: &raws[i],
+		}
+	}
+	if err := s.c.BatchCallContext(ctx, batch); err != nil {
+		return nil, fmt.Errorf("eth_getBlockByNumber batch %d+%d: %w", from, count, err)
+	}
+	out := make([]Block, 0, count)
+	for i := range batch {
+		n := from + uint64(i)
+		err := batch[i].Error
+		if err == nil && (len(raws[i]) == 0 || bytes.Equal(raws[i], []byte("null"))) {
+			err = errNoBlock
+		}
+		var b Block
+		if err == nil {
+			b, err = decodeBlock(raws[i], full)
+		}
+		if err == nil && b.Number != n {
+			err = fmt.Errorf("asked for block %d, got %d", n, b.Number)
+		}
+		if err != nil {
+			if len(out) > 0 || errors.Is(err, errNoBlock) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("eth_getBlockByNumber %d: %w", n, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
