@@ -22,3 +22,6 @@ var RequestFingerprint = requestFingerprint
 
 // VerifyAPIKey checks a key against a PHC Argon2id hash.
 var VerifyAPIKey = verifyAPIKey
+
+// ProblemCodes lists every stable problem code.
+var ProblemCodes = problemCodes

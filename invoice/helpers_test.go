@@ -251,3 +251,9 @@ func compact(t *testing.T, s string) string {
 	require.NoError(t, json.Compact(&b, []byte(s)))
 	return b.String()
 }
+
+func recorder(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}

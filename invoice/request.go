@@ -41,6 +41,13 @@ const (
 	codeInternal         = "internal"
 )
 
+// problemCodes lists every code above (the OpenAPI document's enum must
+// match it).
+var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateField, codeMissingField,
+	codeInvalidField, codeInvalidAmount, codeInvalidAddress, codeUnknownParameter, codeInvalidParameter,
+	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
+	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal}
+
 // Field limits of an invoice.
 const (
 	maxOrderIDLen     = 200
@@ -216,14 +223,16 @@ func parseAddressMember(name string, raw json.RawMessage) (common.Address, *apiE
 	return a, nil
 }
 
-// merchantError turns a MerchantParams validation failure into a 400 naming
-// the field.
+// merchantError turns a merchant validation failure into a 400 naming the
+// field.
 func merchantError(err error) *apiError {
-	msg := strings.TrimPrefix(err.Error(), ErrInvalidMerchant.Error()+": ")
-	field, _, _ := strings.Cut(msg, ":")
+	var im *invalidMerchant
+	if !errors.As(err, &im) {
+		return newError(http.StatusBadRequest, codeInvalidField, "invalid merchant")
+	}
 	code := codeInvalidField
-	if field == "settlement_address" {
+	if im.field == "settlement_address" {
 		code = codeInvalidAddress
 	}
-	return fieldError(code, field, msg)
+	return fieldError(code, im.field, im.field+" must be "+im.reason)
 }

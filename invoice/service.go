@@ -288,15 +288,25 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, p Merchan
 	return CreatedMerchant{Merchant: m, APIKey: key, WebhookSecret: secret}, nil
 }
 
+// invalidMerchant names the merchant field at fault; it matches
+// ErrInvalidMerchant.
+type invalidMerchant struct{ field, reason string }
+
+func (e *invalidMerchant) Error() string {
+	return ErrInvalidMerchant.Error() + ": " + e.field + ": " + e.reason
+}
+
+func (e *invalidMerchant) Is(target error) bool { return target == ErrInvalidMerchant }
+
 func validateMerchant(name, webhookURL string, settlement common.Address) error {
 	if len(name) > 200 || strings.ContainsRune(name, 0) {
-		return fmt.Errorf("%w: name: at most 200 bytes, no NUL", ErrInvalidMerchant)
+		return &invalidMerchant{"name", "at most 200 bytes, no NUL"}
 	}
 	if err := validateWebhookURL(webhookURL); err != nil {
 		return err
 	}
 	if settlement == (common.Address{}) {
-		return fmt.Errorf("%w: settlement_address: required, and not the zero address", ErrInvalidMerchant)
+		return &invalidMerchant{"settlement_address", "set, and not the zero address"}
 	}
 	return nil
 }
@@ -308,7 +318,7 @@ func validateWebhookURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || len(s) > 2048 || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.User != nil || u.Fragment != "" {
-		return fmt.Errorf("%w: webhook_url: an absolute http(s) URL without user info or fragment, at most 2048 bytes", ErrInvalidMerchant)
+		return &invalidMerchant{"webhook_url", "an absolute http(s) URL without user info or fragment, at most 2048 bytes"}
 	}
 	return nil
 }
