@@ -90,18 +90,21 @@ func (c *chain) mine(n, txsPer int) {
 	}
 }
 
-// send sends one transaction to `to` (a fresh address when nil), cycling
-// through transaction types.
+// send sends one transaction to `to`, cycling through transaction types;
+// when to is nil, to a fresh address or (every fourth) creating a contract.
 func (c *chain) send(to *common.Address) common.Hash {
 	c.t.Helper()
+	kind := c.counter % 4
 	if to == nil {
 		a := common.BigToAddress(big.NewInt(int64(0x1000 + c.counter)))
 		to = &a
+	} else {
+		kind = c.counter % 3 // never a contract creation
 	}
 	var data types.TxData
 	value := big.NewInt(int64(1_000_000_000 + c.counter))
 	gasPrice := big.NewInt(10 * params.GWei)
-	switch c.counter % 4 {
+	switch kind {
 	case 0:
 		data = &types.LegacyTx{Nonce: c.nonce, To: to, Value: value, Gas: 21000, GasPrice: gasPrice}
 	case 1:
