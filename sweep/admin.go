@@ -1,0 +1,204 @@
+package sweep
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// RetryPath is the operator endpoint that re-queues FAILED sweeps.
+const RetryPath = "/v1/admin/sweeps/retry"
+
+// maxRetryIDs bounds the invoice ids of one retry request, and maxRetryAll
+// the sweeps one "retry all" request re-queues.
+const (
+	maxRetryIDs = 1000
+	maxRetryAll = 10000
+)
+
+// RetryResult is what a retry re-queued and what it left alone.
+type RetryResult struct {
+	Requeued []Requeued `json:"requeued"`
+	Skipped  []Skipped  `json:"skipped"`
+	// Truncated: "retry all" stopped at its limit; call it again.
+	Truncated bool `json:"truncated"`
+}
+
+// Requeued is a FAILED sweep put back in the QUEUED state.
+type Requeued struct {
+	InvoiceID int64 `json:"invoice_id"`
+	// PreviousError is the sweep_error it had.
+	PreviousError string `json:"previous_error"`
+}
+
+// Skipped is a requested invoice that was not re-queued.
+type Skipped struct {
+	InvoiceID int64 `json:"invoice_id"`
+	// Reason is "not found" or "not failed".
+	Reason      string `json:"reason"`
+	SweepStatus string `json:"sweep_status,omitempty"`
+}
+
+// Retry re-queues FAILED sweeps: the invoices ids, or every FAILED sweep
+// when ids is empty (at most 10000 per call; Truncated says when more are
+// left). The next pass resumes each from its stored transactions — a
+// funding already signed is re-broadcast, not signed again — with its
+// attempt count reset.
+func (s *Sweeper) Retry(ctx context.Context, ids []int64) (RetryResult, error) {
+	res := RetryResult{Requeued: []Requeued{}, Skipped: []Skipped{}}
+	if len(ids) == 0 {
+		var after int64
+		for len(res.Requeued) < maxRetryAll {
+			invs, err := s.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, after, min(500, maxRetryAll-len(res.Requeued)))
+			if err != nil {
+				return res, err
+			}
+			if len(invs) == 0 {
+				return res, nil
+			}
+			for _, inv := range invs {
+				ids = append(ids, inv.ID)
+				after = inv.ID
+			}
+			if err := s.requeue(ctx, ids, &res); err != nil {
+				return res, err
+			}
+			ids = ids[:0]
+		}
+		more, err := s.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, 0, 1)
+		res.Truncated = len(more) > 0
+		return res, err
+	}
+	return res, s.requeue(ctx, ids, &res)
+}
+
+func (s *Sweeper) requeue(ctx context.Context, ids []int64, res *RetryResult) error {
+	now := s.cfg.Now().UTC()
+	for _, id := range ids {
+		var skipped *Skipped
+		var previous string
+		err := s.updateInvoice(ctx, id, func(inv *store.Invoice) bool {
+			skipped, previous = nil, inv.SweepError
+			if inv.SweepStatus != store.SweepFailed {
+				skipped = &Skipped{InvoiceID: id, Reason: "not failed", SweepStatus: inv.SweepStatus}
+				return false
+			}
+			inv.SweepStatus, inv.SweepError, inv.SweepAttempts = store.SweepQueued, "", 0
+			inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.UpdatedAt = nil, nil, now
+			return true
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			res.Skipped = append(res.Skipped, Skipped{InvoiceID: id, Reason: "not found"})
+		case err != nil:
+			return err
+		case skipped != nil:
+			res.Skipped = append(res.Skipped, *skipped)
+		default:
+			res.Requeued = append(res.Requeued, Requeued{InvoiceID: id, PreviousError: previous})
+			s.log.InfoContext(ctx, "sweep: re-queued", slog.Int64("invoice_id", id), slog.String("previous_error", previous))
+		}
+	}
+	return nil
+}
+
+// AdminHandler serves the operator endpoints under /v1/admin/sweeps/:
+//
+//	POST /v1/admin/sweeps/retry   body {"invoice_ids":[…]} or empty for every FAILED sweep
+//
+// It answers 200 with a RetryResult. Requests carry the operator token
+// (Config.OperatorToken) as "Authorization: Bearer <token>". Errors are
+// RFC 9457 problem documents with a stable code: unauthorized (401),
+// admin_disabled (503, no token configured), invalid_request (400),
+// method_not_allowed (405), not_found (404), internal (500). Mount it on a
+// host's mux:
+//
+//	mux.Handle("/v1/admin/sweeps/", sweeper.AdminHandler())
+func (s *Sweeper) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+RetryPath, s.serveRetry)
+	mux.HandleFunc(RetryPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "not_found", "no such admin endpoint")
+	})
+	want := sha256.Sum256([]byte(s.cfg.OperatorToken))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.OperatorToken == "" {
+			writeProblem(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="evmpay-admin"`)
+			writeProblem(w, http.StatusUnauthorized, "unauthorized", "a valid operator token is required")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		InvoiceIDs *[]int64 `json:"invoice_ids"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		return
+	}
+	if len(body) > 64<<10 {
+		writeProblem(w, http.StatusBadRequest, "invalid_request", "the body is larger than 64 KiB")
+		return
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeProblem(w, http.StatusBadRequest, "invalid_request", `the body must be {"invoice_ids":[…]} or empty`)
+			return
+		}
+		if dec.More() {
+			writeProblem(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object")
+			return
+		}
+	}
+	var ids []int64
+	if req.InvoiceIDs != nil {
+		ids = *req.InvoiceIDs
+		switch {
+		case len(ids) == 0:
+			writeProblem(w, http.StatusBadRequest, "invalid_request", "invoice_ids is empty; omit it to retry every failed sweep")
+			return
+		case len(ids) > maxRetryIDs:
+			writeProblem(w, http.StatusBadRequest, "invalid_request", "at most 1000 invoice_ids per request")
+			return
+		}
+		for _, id := range ids {
+			if id <= 0 {
+				writeProblem(w, http.StatusBadRequest, "invalid_request", "invoice ids are positive integers")
+				return
+			}
+		}
+	}
+	res, err := s.Retry(r.Context(), ids)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "sweep: retry", slog.String("error", err.Error()))
+		writeProblem(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(res)
+}

@@ -1,0 +1,250 @@
+package sweep
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Chain is what the sweeper needs from an EVM node. It is made of
+// go-ethereum's own interfaces, so *ethclient.Client and the simulated
+// backend's client satisfy it as they are.
+type Chain interface {
+	ethereum.ChainIDReader
+	ethereum.BlockNumberReader
+	ethereum.ChainStateReader
+	ethereum.PendingStateReader
+	ethereum.TransactionReader
+	ethereum.TransactionSender
+	ethereum.GasPricer1559
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+}
+
+// Store is what the sweeper needs from the shared database; store.Store
+// implementations satisfy it.
+type Store interface {
+	store.SweepStore
+	GetInvoice(ctx context.Context, id int64) (store.Invoice, error)
+	GetMerchant(ctx context.Context, id int64) (store.Merchant, error)
+	InTx(ctx context.Context, fn func(tx store.Tx) error) error
+	TryLock(ctx context.Context, name string) (store.Lock, error)
+}
+
+// DepositSigner signs for the deposit addresses, by derivation index.
+// *hdwallet.Wallet implements it; so can a KMS or HSM.
+type DepositSigner interface {
+	Address(index uint32) (common.Address, error)
+	SignTx(ctx context.Context, index uint32, tx *types.Transaction, signer types.Signer) (*types.Transaction, error)
+}
+
+// AccountSigner signs for one account: the sweep wallet or the gas funder.
+// NewKeySigner gives one over an in-memory key; a KMS can implement it.
+type AccountSigner interface {
+	Address() common.Address
+	SignTx(ctx context.Context, tx *types.Transaction, signer types.Signer) (*types.Transaction, error)
+}
+
+// Keys are the signers a Sweeper uses.
+type Keys struct {
+	// Deposits signs sweeps from deposit addresses. Required.
+	Deposits DepositSigner
+	// Wallet is the sweep wallet, which pays the gas of sweeps under
+	// PolicySponsor (for example NewKeySigner of hdwallet's
+	// Wallet.SweepKey). Required under PolicySponsor.
+	Wallet AccountSigner
+	// Funder is the gas funder (GAS_FUNDER_PRIVATE_KEY), which tops the
+	// sweep wallet up when it runs low. Optional: nil disables top-ups.
+	Funder AccountSigner
+}
+
+// KeySigner is an AccountSigner over an in-memory private key. It prints
+// as its address only: the key never reaches a log or an error.
+type KeySigner struct {
+	key  *ecdsa.PrivateKey
+	addr common.Address
+}
+
+// NewKeySigner returns a signer for key.
+func NewKeySigner(key *ecdsa.PrivateKey) *KeySigner {
+	return &KeySigner{key: key, addr: crypto.PubkeyToAddress(key.PublicKey)}
+}
+
+// Address returns the account's address.
+func (k *KeySigner) Address() common.Address { return k.addr }
+
+// SignTx signs tx with the key.
+func (k *KeySigner) SignTx(_ context.Context, tx *types.Transaction, signer types.Signer) (*types.Transaction, error) {
+	return types.SignTx(tx, signer, k.key)
+}
+
+// String returns the address; the key is never printed.
+func (k *KeySigner) String() string { return "KeySigner(" + k.addr.Hex() + ")" }
+
+// GoString is String, for %#v.
+func (k *KeySigner) GoString() string { return k.String() }
+
+// Format prints String under every verb.
+func (k *KeySigner) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(k.String())) }
+
+// LogValue logs the address only.
+func (k *KeySigner) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// pass is what one pass over the due sweeps knows about the chain: the head
+// it works against (every balance, nonce and receipt is read at or below
+// it), the fee market, and per-account state shared by the invoices
+// processed concurrently.
+type pass struct {
+	now     time.Time
+	number  uint64
+	baseFee *big.Int // 0 when the chain reports none
+	tip     *big.Int // suggested tip, at least 1 wei
+
+	mu       sync.Mutex
+	nonces   map[common.Address]uint64 // NonceAt(head)
+	pending  map[common.Address]uint64 // PendingNonceAt, read once per pass
+	avail    *big.Int                  // sweep wallet balance not yet committed to a transaction; nil until read
+	availErr error
+}
+
+func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
+	head, err := s.chain.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: read chain head: %w", err)
+	}
+	tip, err := s.chain.SuggestGasTipCap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: suggest gas tip: %w", err)
+	}
+	if s.tipHook != nil {
+		tip = s.tipHook()
+	}
+	p := &pass{
+		now:     s.cfg.Now().UTC().Truncate(time.Microsecond),
+		number:  head.Number.Uint64(),
+		baseFee: new(big.Int),
+		tip:     bigMax(tip, big.NewInt(1)),
+		nonces:  map[common.Address]uint64{},
+		pending: map[common.Address]uint64{},
+	}
+	if head.BaseFee != nil {
+		p.baseFee.Set(head.BaseFee)
+	}
+	return p, nil
+}
+
+func (p *pass) headNumber() *big.Int { return new(big.Int).SetUint64(p.number) }
+
+// nonceAt returns the account's nonce at the pass's head (transactions
+// mined up to it), read once per pass.
+func (s *Sweeper) nonceAt(ctx context.Context, p *pass, addr common.Address) (uint64, error) {
+	p.mu.Lock()
+	n, ok := p.nonces[addr]
+	p.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := s.chain.NonceAt(ctx, addr, p.headNumber())
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	p.nonces[addr] = n
+	p.mu.Unlock()
+	return n, nil
+}
+
+// pendingNonce returns the node's pending nonce of addr, read once per
+// pass; ReserveNonce takes the larger of it and the stored next nonce.
+func (s *Sweeper) pendingNonce(ctx context.Context, p *pass, addr common.Address) (uint64, error) {
+	p.mu.Lock()
+	n, ok := p.pending[addr]
+	p.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := s.chain.PendingNonceAt(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	p.pending[addr] = n
+	p.mu.Unlock()
+	return n, nil
+}
+
+// reserveWallet takes amount from the sweep wallet's uncommitted balance
+// for this pass. It reports false when the wallet cannot pay.
+func (s *Sweeper) reserveWallet(ctx context.Context, p *pass, amount *big.Int) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.avail == nil && p.availErr == nil {
+		p.avail, p.availErr = s.uncommittedBalance(ctx, p, s.keys.Wallet.Address())
+	}
+	if p.availErr != nil {
+		return false, p.availErr
+	}
+	if p.avail.Cmp(amount) < 0 {
+		return false, nil
+	}
+	p.avail.Sub(p.avail, amount)
+	return true, nil
+}
+
+// uncommittedBalance is addr's balance at the head minus the most its
+// stored, unmined transactions can cost.
+func (s *Sweeper) uncommittedBalance(ctx context.Context, p *pass, addr common.Address) (*big.Int, error) {
+	bal, err := s.chain.BalanceAt(ctx, addr, p.headNumber())
+	if err != nil {
+		return nil, err
+	}
+	unmined, err := s.st.ListUnminedSweepTxs(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range unmined {
+		bal.Sub(bal, txMaxCost(t))
+	}
+	if bal.Sign() < 0 {
+		bal.SetInt64(0)
+	}
+	return bal, nil
+}
+
+// txMaxCost is value + gas limit × fee cap.
+func txMaxCost(t store.SweepTx) *big.Int {
+	c := new(big.Int).Mul(new(big.Int).SetUint64(t.GasLimit), t.MaxFeeWei.Big())
+	return c.Add(c, t.ValueWei.Big())
+}
+
+func bigMax(a, b *big.Int) *big.Int {
+	if a == nil || a.Cmp(b) < 0 {
+		return new(big.Int).Set(b)
+	}
+	return new(big.Int).Set(a)
+}
+
+func bigMin(a, b *big.Int) *big.Int {
+	if a.Cmp(b) > 0 {
+		return new(big.Int).Set(b)
+	}
+	return new(big.Int).Set(a)
+}
+
+func amountOf(x *big.Int) store.Amount {
+	a, err := store.AmountFromBig(x)
+	if err != nil {
+		panic(fmt.Sprintf("sweep: amount out of range: %v", err)) // wei on an EVM chain fits in 256 bits
+	}
+	return a
+}

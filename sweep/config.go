@@ -1,0 +1,143 @@
+package sweep
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Policy decides who pays the gas of a sweep.
+type Policy string
+
+const (
+	// PolicySponsor: the sweep wallet sends the deposit address exactly the
+	// gas its sweep can cost (gas limit × fee cap) and the merchant receives
+	// exactly what the payer sent. Gas the sweep did not spend (fee cap above
+	// the price actually paid) stays at the deposit address and is recorded
+	// as the invoice's dust_wei.
+	PolicySponsor Policy = "sponsor"
+	// PolicyDeduct: one transaction from the deposit address sends its
+	// balance minus gas limit × fee cap; the merchant pays the gas. Unspent
+	// gas is recorded as dust the same way.
+	PolicyDeduct Policy = "deduct"
+)
+
+// Config configures a Sweeper. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// Policy decides who pays the gas of a sweep. Defaults to PolicySponsor.
+	Policy Policy
+	// Confirmations a sweep transaction needs before the invoice is
+	// SETTLED: a transaction in block b with head h has h − b
+	// confirmations. Defaults to 12.
+	Confirmations uint64
+	// MinGasPrice is the chain's minimum gas price in wei (on Cosmos EVM
+	// chains the feemarket's min_gas_price): every transaction offers at
+	// least this effective price per gas. Defaults to 0.
+	MinGasPrice store.Amount
+	// MaxFeePerGas caps the fee cap of every transaction, replacements
+	// included. Defaults to 0: no cap (replacements are still bounded by
+	// MaxAttempts).
+	MaxFeePerGas store.Amount
+	// ReplaceAfterBlocks: a transaction the node accepted but did not mine
+	// within this many blocks is replaced (same nonce, fee bumped by at
+	// least 12.5%). Defaults to 3.
+	ReplaceAfterBlocks uint64
+	// MaxAttempts bounds the retries of one sweep — replacements,
+	// "nonce too low" and "underpriced" retries — before it is FAILED. The
+	// operator retry endpoint resets the count. Defaults to 6.
+	MaxAttempts int
+	// PollInterval is how often Run looks at the chain head; a pass runs on
+	// every new head. Defaults to 1s.
+	PollInterval time.Duration
+	// IdleInterval: Run makes a pass at least this often even when no new
+	// block arrived (for retries scheduled in time). Defaults to 15s.
+	IdleInterval time.Duration
+	// Workers is how many invoices one process advances concurrently.
+	// Defaults to 8.
+	Workers int
+	// BatchSize is how many invoices one claim leases. Defaults to 100.
+	BatchSize int
+	// Lease is how long a claimed invoice is held by one worker; a worker
+	// that dies loses it after this long. Defaults to 1m.
+	Lease time.Duration
+	// RetryBackoff delays an invoice after a transient error (node or
+	// database unreachable). Defaults to 15s.
+	RetryBackoff time.Duration
+	// GasReserve is the sweep wallet balance below which the gas funder
+	// tops it up (to twice the reserve). Defaults to 0: derived, the larger
+	// of GasReserveFloor and the sweep wallet's gas spend of the last 24
+	// hours.
+	GasReserve store.Amount
+	// GasReserveFloor is the smallest derived reserve. Defaults to 1e17 wei
+	// (0.1 of a native unit).
+	GasReserveFloor store.Amount
+	// OperatorToken authenticates the admin endpoints (Authorization:
+	// Bearer). Defaults to "": the admin endpoints answer 503.
+	OperatorToken string
+	// Registerer receives the sweep metrics. Defaults to nil: metrics are
+	// kept but not registered.
+	Registerer prometheus.Registerer
+	// Logger receives progress and errors (never a key). Defaults to a
+	// logger that discards.
+	Logger *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Policy = cmp.Or(c.Policy, PolicySponsor)
+	c.Confirmations = cmp.Or(c.Confirmations, 12)
+	c.ReplaceAfterBlocks = cmp.Or(c.ReplaceAfterBlocks, 3)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 6)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.IdleInterval = cmp.Or(c.IdleInterval, 15*time.Second)
+	c.Workers = cmp.Or(c.Workers, 8)
+	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.Lease = cmp.Or(c.Lease, time.Minute)
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, 15*time.Second)
+	if c.GasReserveFloor.IsZero() {
+		c.GasReserveFloor = store.NewAmount(1e17)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch c.Policy {
+	case PolicySponsor, PolicyDeduct:
+	default:
+		return fmt.Errorf("sweep: unknown policy %q (want %q or %q)", c.Policy, PolicySponsor, PolicyDeduct)
+	}
+	if c.MaxAttempts < 1 {
+		return errors.New("sweep: MaxAttempts must be positive")
+	}
+	if c.Workers < 1 || c.BatchSize < 1 {
+		return errors.New("sweep: Workers and BatchSize must be positive")
+	}
+	if c.BatchSize > 1000 {
+		return errors.New("sweep: BatchSize is at most 1000")
+	}
+	if c.PollInterval <= 0 || c.IdleInterval <= 0 || c.Lease <= 0 || c.RetryBackoff <= 0 {
+		return errors.New("sweep: intervals must be positive")
+	}
+	if c.Lease < 10*time.Second {
+		return errors.New("sweep: Lease must be at least 10s")
+	}
+	if !c.MaxFeePerGas.IsZero() && c.MaxFeePerGas.Cmp(c.MinGasPrice) < 0 {
+		return errors.New("sweep: MaxFeePerGas is below MinGasPrice")
+	}
+	return nil
+}
