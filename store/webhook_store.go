@@ -83,10 +83,10 @@ type DeliveryStore interface {
 	// lease is no longer held.
 	RecordDeliveryAttempt(ctx context.Context, d Delivery, held time.Time) error
 	// DispatchEvents turns up to limit undispatched events, oldest first,
-	// into PENDING deliveries due at now and marks the events dispatched,
-	// in one transaction. Concurrent callers skip each other's events. It
-	// returns how many events it dispatched.
-	DispatchEvents(ctx context.Context, now time.Time, limit int) (int, error)
+	// into PENDING deliveries created at now and due at due, and marks the
+	// events dispatched at now, in one transaction. Concurrent callers skip
+	// each other's events. It returns how many events it dispatched.
+	DispatchEvents(ctx context.Context, now, due time.Time, limit int) (int, error)
 	// ReplayDelivery starts a new run of a FAILED or DELIVERED delivery of
 	// the merchant: PENDING, attempt 0, due at now, unleased. ErrNotFound
 	// when the delivery does not exist or belongs to another merchant;

@@ -174,13 +174,14 @@ func testDispatchEvents(t *testing.T, st store.Store) {
 		newEvent(t, st, inv, store.EventInvoiceSettled),
 	}
 	at := now().Add(time.Minute)
-	n, err := st.DispatchEvents(ctx, at, 2)
+	due := at.Add(time.Second)
+	n, err := st.DispatchEvents(ctx, at, due, 2)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	n, err = st.DispatchEvents(ctx, at, 2)
+	n, err = st.DispatchEvents(ctx, at, due, 2)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	n, err = st.DispatchEvents(ctx, at, 2)
+	n, err = st.DispatchEvents(ctx, at, due, 2)
 	require.NoError(t, err)
 	require.Zero(t, n, "every event is dispatched once")
 
@@ -196,7 +197,7 @@ func testDispatchEvents(t *testing.T, st store.Store) {
 		require.Zero(t, d.Attempt)
 		require.False(t, d.Delivered)
 		require.Nil(t, d.LockedUntil)
-		requireTimePtr(t, &at, d.NextAttemptAt)
+		requireTimePtr(t, &due, d.NextAttemptAt)
 		requireTime(t, at, d.CreatedAt)
 		got, err := st.GetEvent(ctx, ev.ID)
 		require.NoError(t, err)
@@ -221,7 +222,7 @@ func testDispatchEventsConcurrently(t *testing.T, st store.Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				k, err := st.DispatchEvents(ctx, now(), 7)
+				k, err := st.DispatchEvents(ctx, now(), now(), 7)
 				if err != nil {
 					t.Error(err)
 					return

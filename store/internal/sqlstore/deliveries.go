@@ -152,7 +152,7 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, d store.Delivery, hel
 }
 
 // DispatchEvents implements store.DeliveryStore.
-func (s *Store) DispatchEvents(ctx context.Context, now time.Time, n int) (int, error) {
+func (s *Store) DispatchEvents(ctx context.Context, now, due time.Time, n int) (int, error) {
 	var count int
 	err := s.withTx(ctx, func(t *Store) error {
 		var evs []struct {
@@ -180,7 +180,7 @@ func (s *Store) DispatchEvents(ctx context.Context, now time.Time, n int) (int, 
 				q.WriteString(", ")
 			}
 			q.WriteString(`(?, ?, ?, ?, 'PENDING', FALSE, 0, '', ?, ?, ?)`)
-			args = append(args, e.ID, e.MerchantID, e.InvoiceID, e.Type, now, now, now)
+			args = append(args, e.ID, e.MerchantID, e.InvoiceID, e.Type, due, now, now)
 			ids[i] = e.ID
 		}
 		q.WriteString(` ON CONFLICT (event_id) DO NOTHING`)

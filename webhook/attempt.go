@@ -1,0 +1,273 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Payload is the JSON body of every webhook.
+type Payload struct {
+	// ID is the event id ("evt_123"), also sent as webhook-id.
+	ID string `json:"id"`
+	// Type is the event type, such as "invoice.paid".
+	Type string `json:"type"`
+	// CreatedAt is when the state change happened.
+	CreatedAt time.Time `json:"created_at"`
+	// Data is the invoice as the merchant API shows it, at that moment.
+	Data json.RawMessage `json:"data"`
+}
+
+// Body returns the webhook body of an event. It is the same bytes on every
+// attempt.
+func Body(e store.Event) ([]byte, error) {
+	if !json.Valid(e.Data) {
+		return nil, errors.New("webhook: event data is not JSON")
+	}
+	return json.Marshal(Payload{ID: EventID(e.ID), Type: e.Type, CreatedAt: e.CreatedAt.UTC(), Data: json.RawMessage(e.Data)})
+}
+
+// result is what an attempt came to.
+type result struct {
+	outcome string // outcome* constant; "" when no attempt was made
+	status  *int   // the response status; nil on a timeout or network error
+	// unreachable: a timeout or a network error (the endpoint gets one
+	// request at a time until it answers).
+	unreachable bool
+	retryAfter  time.Duration // asked for by a 429 or 503
+	lastError   string
+}
+
+// maxErrorLen bounds last_error.
+const maxErrorLen = 200
+
+// attempt makes one attempt at a claimed delivery and records it.
+func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
+	log := d.log.With(slog.Int64("delivery_id", j.d.ID), slog.String("event_id", EventID(j.d.EventID)),
+		slog.Int64("merchant_id", j.d.MerchantID))
+	start := d.cfg.Now()
+	if j.lease.Sub(start) < d.cfg.Timeout+leaseMargin {
+		lease, err := d.st.RenewDeliveryLease(ctx, j.d.ID, j.lease, start.Add(d.cfg.Lease))
+		if err != nil {
+			log.WarnContext(ctx, "webhook: lease lost before the attempt; skipping it", slog.Any("error", err))
+			return result{}
+		}
+		j.lease = lease
+	}
+
+	res := d.send(ctx, j, start, log)
+	end := d.cfg.Now()
+	rec := d.next(j.d, res, start, end)
+	res.outcome = outcomeOf(rec, res)
+	switch res.outcome {
+	case outcomeDelivered:
+		d.met.delivered.Inc()
+		if !j.event.CreatedAt.IsZero() {
+			d.met.delay.Observe(end.Sub(j.event.CreatedAt).Seconds())
+		}
+	case outcomeRetry:
+		d.met.retry.Inc()
+		log.InfoContext(ctx, "webhook: attempt failed; retry scheduled", slog.Int("attempt", rec.Attempt),
+			slog.String("last_error", rec.LastError), slog.Time("next_attempt_at", *rec.NextAttemptAt))
+	case outcomeFailed:
+		d.met.failed.Inc()
+		log.InfoContext(ctx, "webhook: attempt failed; no automatic retry", slog.Int("attempt", rec.Attempt),
+			slog.String("last_error", rec.LastError))
+	case outcomeExhausted:
+		d.met.exhausted.Inc()
+		log.WarnContext(ctx, "webhook: final attempt failed; delivery permanently failed", slog.Int("attempt", rec.Attempt),
+			slog.String("last_error", rec.LastError))
+	}
+	if err := d.st.RecordDeliveryAttempt(ctx, rec, j.lease); err != nil {
+		// The webhook may have been sent: it is sent again once the lease
+		// expires (at least once; the receiver deduplicates on webhook-id).
+		log.ErrorContext(ctx, "webhook: recording an attempt; it will be repeated when the lease expires",
+			slog.Int("attempt", rec.Attempt), slog.Any("error", err))
+	}
+	return res
+}
+
+func outcomeOf(rec store.Delivery, res result) string {
+	switch {
+	case rec.Status == store.DeliveryDelivered:
+		return outcomeDelivered
+	case rec.Status == store.DeliveryPending:
+		return outcomeRetry
+	case res.permanent():
+		return outcomeFailed
+	default:
+		return outcomeExhausted
+	}
+}
+
+// permanent reports a failure that is not retried automatically.
+func (r result) permanent() bool { return r.outcome == outcomeFailed }
+
+// next returns the delivery as the attempt leaves it.
+func (d *Dispatcher) next(del store.Delivery, res result, start, end time.Time) store.Delivery {
+	del.Attempt++
+	del.LastAttemptAt = &start
+	del.ResponseStatus = res.status
+	del.LastError = res.lastError
+	del.UpdatedAt = end
+	del.NextAttemptAt = nil
+	del.Delivered = false
+	switch {
+	case res.outcome == outcomeDelivered:
+		del.Status = store.DeliveryDelivered
+		del.Delivered = true
+		del.LastError = ""
+	case res.outcome == outcomeFailed, del.Attempt >= d.cfg.MaxAttempts:
+		del.Status = store.DeliveryFailed
+	default:
+		del.Status = store.DeliveryPending
+		at := end.Add(d.delay(del.Attempt, res.retryAfter))
+		del.NextAttemptAt = &at
+	}
+	return del
+}
+
+// delay is the wait after failed attempt number attempt: the ladder's rung
+// plus jitter, or what the receiver asked for with Retry-After when that is
+// longer (capped at MaxRetryAfter). Never shorter than the ladder.
+func (d *Dispatcher) delay(attempt int, retryAfter time.Duration) time.Duration {
+	rung := d.cfg.Schedule[min(attempt, len(d.cfg.Schedule)-1)]
+	if d.cfg.Jitter > 0 && rung > 0 {
+		rung += time.Duration(rand.Float64() * d.cfg.Jitter * float64(rung))
+	}
+	return max(rung, min(retryAfter, d.cfg.MaxRetryAfter))
+}
+
+// send makes the HTTP request of an attempt and classifies the answer.
+// res.outcome is outcomeDelivered, outcomeFailed (no automatic retry) or
+// outcomeRetry.
+func (d *Dispatcher) send(ctx context.Context, j *job, now time.Time, log *slog.Logger) result {
+	fail := func(msg string) result { return result{outcome: outcomeFailed, lastError: msg} }
+	retry := func(msg string) result { return result{outcome: outcomeRetry, lastError: msg} }
+	if j.missing != "" {
+		return fail(j.missing)
+	}
+	m := j.merchant
+	if m.DisabledAt != nil {
+		return fail("merchant is disabled")
+	}
+	if m.WebhookURL == "" {
+		return fail("merchant has no webhook_url")
+	}
+	u, err := url.Parse(m.WebhookURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail("webhook_url is not an absolute http or https URL")
+	}
+	secret, err := d.secrets.WebhookSecret(m)
+	if err != nil {
+		log.ErrorContext(ctx, "webhook: opening the merchant's webhook secret", slog.Any("error", err))
+		return retry("webhook secret unavailable")
+	}
+	key, err := decodeSecret(secret)
+	if err != nil {
+		log.ErrorContext(ctx, "webhook: the merchant's webhook secret is malformed")
+		return retry("webhook secret unavailable")
+	}
+	body, err := Body(j.event)
+	if err != nil {
+		return fail("event data is not JSON")
+	}
+	id := EventID(j.event.ID)
+	ts := now.Unix()
+
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return fail("webhook_url is not an absolute http or https URL")
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", d.cfg.UserAgent)
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderSignature, "v1,"+base64.StdEncoding.EncodeToString(mac(key, id, ts, body)))
+
+	sent := time.Now()
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.met.duration.Observe(time.Since(sent).Seconds())
+		return d.networkFailure(err)
+	}
+	// Read a little of the body so that the connection can be reused; the
+	// body itself is never stored.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
+	_ = resp.Body.Close()
+	d.met.duration.Observe(time.Since(sent).Seconds())
+
+	code := resp.StatusCode
+	res := result{status: &code, lastError: "HTTP " + strconv.Itoa(code)}
+	switch {
+	case code >= 200 && code < 300:
+		res.outcome = outcomeDelivered
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500, code < 200:
+		res.outcome = outcomeRetry
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			res.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		}
+	case code >= 300 && code < 400:
+		res.outcome = outcomeFailed
+		res.lastError += " (redirects are not followed)"
+	default: // other 4xx: the endpoint refuses this webhook; retrying will not help
+		res.outcome = outcomeFailed
+	}
+	return res
+}
+
+// networkFailure classifies a request that got no response.
+func (d *Dispatcher) networkFailure(err error) result {
+	switch {
+	case errors.Is(err, errBlockedDestination):
+		return result{outcome: outcomeFailed, lastError: "webhook_url resolves to a private address, which is not allowed"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return result{outcome: outcomeRetry, unreachable: true, lastError: fmt.Sprintf("timeout after %s", d.cfg.Timeout)}
+	}
+	// url.Error carries the whole URL, which may hold credentials: keep
+	// only the cause.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := "network error: " + err.Error()
+	if len(msg) > maxErrorLen {
+		msg = strings.ToValidUTF8(msg[:maxErrorLen], "")
+	}
+	return result{outcome: outcomeRetry, unreachable: true, lastError: msg}
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
+// It returns 0 when the value is missing, malformed or in the past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,321 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Authenticator identifies the merchant making an API request. The host
+// passes the invoice package's authenticator (api_key bearer tokens).
+type Authenticator interface {
+	Authenticate(r *http.Request) (store.Merchant, error)
+}
+
+// HandlerStore is what the deliveries API needs from the database.
+// *postgres.Store and *sqlite.Store satisfy it.
+type HandlerStore interface {
+	GetDelivery(ctx context.Context, id int64) (store.Delivery, error)
+	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error)
+	ReplayDelivery(ctx context.Context, merchantID, id int64, now time.Time) (store.Delivery, error)
+	ReplayFailedDeliveries(ctx context.Context, merchantID int64, since, now time.Time) (int64, error)
+}
+
+// HandlerConfig tunes a Handler. The zero value is usable.
+type HandlerConfig struct {
+	// Now is the clock replays are due at. Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives database errors. Defaults to a logger that discards
+	// everything.
+	Logger *slog.Logger
+}
+
+// Handler is the merchant API of webhook deliveries:
+//
+//	GET  /v1/webhook-deliveries               list, newest first (?status=failed&since=…&limit=…&cursor=…)
+//	GET  /v1/webhook-deliveries/{id}          one delivery
+//	POST /v1/webhook-deliveries/{id}/replay   replay one delivery
+//	POST /v1/webhook-deliveries/replay        replay every failed delivery since {"since": RFC 3339}
+//
+// Every request is authenticated by the Authenticator; a merchant sees and
+// replays only its own deliveries (others are 404). Errors are RFC 9457
+// problem JSON with a stable code.
+type Handler struct {
+	st   HandlerStore
+	auth Authenticator
+	cfg  HandlerConfig
+	mux  *http.ServeMux
+}
+
+// Paging of the list.
+const (
+	defaultPageSize = 50
+	maxPageSize     = 100
+	maxReplayBody   = 4 << 10
+)
+
+// NewHandler returns the deliveries API over st, authenticating requests
+// with auth.
+func NewHandler(st HandlerStore, auth Authenticator, cfg HandlerConfig) (*Handler, error) {
+	if st == nil || auth == nil {
+		return nil, errors.New("webhook: NewHandler needs a HandlerStore and an Authenticator")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{st: st, auth: auth, cfg: cfg, mux: http.NewServeMux()}
+	h.Register(h.mux)
+	return h, nil
+}
+
+// Register mounts the API's routes on mux (Go 1.22 patterns, so they sit
+// beside the host's other routes).
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.Handle("GET /v1/webhook-deliveries", h.authed(h.list))
+	mux.Handle("GET /v1/webhook-deliveries/{id}", h.authed(h.get))
+	mux.Handle("POST /v1/webhook-deliveries/{id}/replay", h.authed(h.replay))
+	mux.Handle("POST /v1/webhook-deliveries/replay", h.authed(h.replayAll))
+}
+
+// ServeHTTP serves the API's routes alone.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError
+
+func (h *Handler) authed(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, err := h.auth.Authenticate(r)
+		if err != nil {
+			if errors.Is(err, store.ErrUnavailable) {
+				writeProblem(w, h.storeError(r.Context(), err))
+				return
+			}
+			writeProblem(w, newError(http.StatusUnauthorized, codeUnauthorized, "a valid api_key bearer token is required"))
+			return
+		}
+		if e := fn(w, r, m); e != nil {
+			writeProblem(w, e)
+		}
+	})
+}
+
+// storeError maps a store error to a problem, in one place.
+func (h *Handler) storeError(ctx context.Context, err error) *apiError {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return newError(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+	case errors.Is(err, store.ErrConflict):
+		return newError(http.StatusConflict, codeDeliveryPending, "the delivery is still pending: it is already being delivered")
+	case errors.Is(err, store.ErrUnavailable):
+		h.cfg.Logger.ErrorContext(ctx, "webhook api: database unavailable", slog.Any("error", err))
+		return newError(http.StatusServiceUnavailable, codeUnavailable, "the service is temporarily unavailable")
+	default:
+		h.cfg.Logger.ErrorContext(ctx, "webhook api: database error", slog.Any("error", err))
+		return newError(http.StatusInternalServerError, codeInternal, "internal error")
+	}
+}
+
+// deliveryView is a delivery as the API shows it.
+type deliveryView struct {
+	ID             int64      `json:"id"`
+	EventID        string     `json:"event_id"`
+	EventType      string     `json:"event_type"`
+	InvoiceID      int64      `json:"invoice_id"`
+	Status         string     `json:"status"`
+	Delivered      bool       `json:"delivered"`
+	ResponseStatus *int       `json:"response_status"`
+	Attempt        int        `json:"attempt"`
+	LastAttemptAt  *time.Time `json:"last_attempt_at"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastError      string     `json:"last_error"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func view(d store.Delivery) deliveryView {
+	return deliveryView{
+		ID: d.ID, EventID: EventID(d.EventID), EventType: d.EventType, InvoiceID: d.InvoiceID,
+		Status: d.Status, Delivered: d.Delivered, ResponseStatus: d.ResponseStatus, Attempt: d.Attempt,
+		LastAttemptAt: utcPtr(d.LastAttemptAt), NextAttemptAt: utcPtr(d.NextAttemptAt), LastError: d.LastError,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// encodeCursor and decodeCursor make the opaque continuation token of the
+// list: the position below which the next page starts.
+func encodeCursor(beforeID int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("d" + strconv.FormatInt(beforeID, 10)))
+}
+
+func decodeCursor(c string) (int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 2 || b[0] != 'd' {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(string(b[1:]), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+	f := store.DeliveryFilter{MerchantID: m.ID, Limit: defaultPageSize}
+	for name, vals := range r.URL.Query() {
+		if len(vals) != 1 {
+			return fieldError(codeInvalidParameter, name, "give the parameter once")
+		}
+		v := vals[0]
+		switch name {
+		case "status":
+			s := strings.ToUpper(v)
+			if s != store.DeliveryPending && s != store.DeliveryDelivered && s != store.DeliveryFailed {
+				return fieldError(codeInvalidParameter, name, "status is one of pending, delivered, failed")
+			}
+			f.Status = s
+		case "since":
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return fieldError(codeInvalidParameter, name, "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+			}
+			f.Since = t
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxPageSize {
+				return fieldError(codeInvalidParameter, name, "limit is an integer from 1 to 100")
+			}
+			f.Limit = n
+		case "cursor":
+			id, ok := decodeCursor(v)
+			if !ok {
+				return fieldError(codeInvalidCursor, name, "cursor is not a next_cursor this API returned")
+			}
+			f.BeforeID = id
+		default:
+			return fieldError(codeUnknownParameter, name, "unknown parameter")
+		}
+	}
+	page := f.Limit
+	f.Limit = page + 1 // one more tells whether there is a next page
+	ds, err := h.st.ListDeliveries(r.Context(), f)
+	if err != nil {
+		return h.storeError(r.Context(), err)
+	}
+	resp := struct {
+		Data       []deliveryView `json:"data"`
+		NextCursor *string        `json:"next_cursor"`
+	}{Data: make([]deliveryView, 0, min(len(ds), page))}
+	if len(ds) > page {
+		ds = ds[:page]
+		c := encodeCursor(ds[page-1].ID)
+		resp.NextCursor = &c
+	}
+	for _, d := range ds {
+		resp.Data = append(resp.Data, view(d))
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func pathID(r *http.Request) (int64, *apiError) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, newError(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+	}
+	return id, nil
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+	id, e := pathID(r)
+	if e != nil {
+		return e
+	}
+	d, err := h.st.GetDelivery(r.Context(), id)
+	if err == nil && d.MerchantID != m.ID {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return h.storeError(r.Context(), err)
+	}
+	writeJSON(w, http.StatusOK, view(d))
+	return nil
+}
+
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+	id, e := pathID(r)
+	if e != nil {
+		return e
+	}
+	d, err := h.st.ReplayDelivery(r.Context(), m.ID, id, h.cfg.Now())
+	if err != nil {
+		return h.storeError(r.Context(), err)
+	}
+	writeJSON(w, http.StatusAccepted, view(d))
+	return nil
+}
+
+func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+	if r.ContentLength > maxReplayBody {
+		return newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReplayBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+		}
+		return newError(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+	}
+	var req struct {
+		Since *string `json:"since"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		return newError(http.StatusBadRequest, codeInvalidJSON, `the body is one JSON object: {"since": "<RFC 3339 time>"}`)
+	}
+	if req.Since == nil {
+		return fieldError(codeMissingField, "since", "since is required")
+	}
+	since, err := time.Parse(time.RFC3339, *req.Since)
+	if err != nil {
+		return fieldError(codeInvalidField, "since", "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+	}
+	n, err := h.st.ReplayFailedDeliveries(r.Context(), m.ID, since, h.cfg.Now())
+	if err != nil {
+		return h.storeError(r.Context(), err)
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		Replayed int64     `json:"replayed"`
+		Since    time.Time `json:"since"`
+	}{n, since.UTC()})
+	return nil
+}
