@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/indexer"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/rpcproxy"
+	"github.com/evmpay/evmpay/settlement"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/sweep"
+	"github.com/evmpay/evmpay/webhook"
+)
+
+// Roles a process can take. `payd dev` takes them all.
+const (
+	roleAPI        = "api"
+	roleGateway    = "gateway"
+	roleSettlement = "settlement"
+	roleSweep      = "sweep"
+	roleWebhooks   = "webhooks"
+)
+
+var allRoles = []string{roleAPI, roleGateway, roleSettlement, roleSweep, roleWebhooks}
+
+type roleSet map[string]bool
+
+// parseRoles reads a comma-separated role list.
+func parseRoles(s string) (roleSet, error) {
+	rs := roleSet{}
+	for _, r := range strings.Split(s, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if r == "all" {
+			for _, a := range allRoles {
+				rs[a] = true
+			}
+			continue
+		}
+		known := false
+		for _, a := range allRoles {
+			known = known || a == r
+		}
+		if !known {
+			return nil, usageError(fmt.Sprintf("--roles: unknown role %q (want a comma-separated list of %s, or all)", r, strings.Join(allRoles, ", ")))
+		}
+		rs[r] = true
+	}
+	if len(rs) == 0 {
+		return nil, usageError("--roles: name at least one of " + strings.Join(allRoles, ", "))
+	}
+	return rs, nil
+}
+
+func (rs roleSet) String() string {
+	var names []string
+	for r := range rs {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+// appConfig is everything a process needs to assemble its parts.
+type appConfig struct {
+	roles     roleSet
+	httpAddr  string // invoice, read, admin APIs, /metrics, /healthz, /readyz
+	proxyAddr string // the RPC proxy (gateway role)
+	rpcURL    string // the chain node
+	chainID   uint64 // expected chain id; 0: whatever the node says
+	backfill  bool
+
+	keys KeyProvider
+	// xpub, when set, gives the api role its deposit addresses without the
+	// mnemonic.
+	xpub string
+
+	confirmations  int
+	sweepPolicy    sweep.Policy
+	archiveAfter   time.Duration
+	archiveEvery   time.Duration
+	proxyRate      float64
+	proxyBurst     int
+	blockPrivateWH bool
+
+	log *slog.Logger
+}
+
+// app is one payd process: the parts its roles need, wired together.
+type app struct {
+	cfg     appConfig
+	log     *slog.Logger
+	st      store.Store
+	reg     *prometheus.Registry
+	rpc     *rpc.Client
+	eth     *ethclient.Client
+	chainID uint64
+
+	adminToken string
+	invoices   *invoice.Service
+	sweeper    *sweep.Sweeper
+
+	mux            *http.ServeMux
+	readAPIMounted bool
+	proxy   *rpcproxy.Proxy
+	workers []worker
+
+	httpLn, proxyLn net.Listener
+}
+
+type worker struct {
+	name string
+	run  func(context.Context) error
+}
+
+// newApp connects to the chain, builds every part the roles need and binds
+// the listeners, so that a configuration mistake surfaces before anything
+// runs.
+func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
+	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ok := false
+	defer func() {
+		if !ok {
+			a.close()
+		}
+	}()
+
+	var err error
+	if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
+		return nil, fmt.Errorf("chain node %s: %w", cfg.rpcURL, err)
+	}
+	a.eth = ethclient.NewClient(a.rpc)
+	if err := a.checkChain(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
+		if a.adminToken, err = loadAdminToken(ctx, cfg.keys); err != nil {
+			return nil, err
+		}
+	}
+	build := []struct {
+		role string
+		fn   func(context.Context) error
+	}{
+		{roleAPI, a.buildAPI},
+		{roleGateway, a.buildGateway},
+		{roleSettlement, a.buildSettlement},
+		{roleSweep, a.buildSweep},
+		{roleWebhooks, a.buildWebhooks},
+	}
+	for _, b := range build {
+		if cfg.roles[b.role] {
+			if err := b.fn(ctx); err != nil {
+				return nil, fmt.Errorf("%s role: %w", b.role, err)
+			}
+		}
+	}
+	a.buildOps()
+	if a.httpLn, err = net.Listen("tcp", cfg.httpAddr); err != nil {
+		return nil, fmt.Errorf("--http %s: %w (is another payd running? choose another address)", cfg.httpAddr, err)
+	}
+	if a.proxy != nil {
+		if a.proxyLn, err = net.Listen("tcp", cfg.proxyAddr); err != nil {
+			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
+		}
+	}
+	ok = true
+	return a, nil
+}
+
+// checkChain reads the node's chain id and compares it with the expected
+// one (CHAIN_ID): paying into the wrong chain loses money.
+func (a *app) checkChain(ctx context.Context) error {
+	id, err := a.eth.ChainID(ctx)
+	if err != nil {
+		return fmt.Errorf("chain node %s does not answer eth_chainId (is RPC_URL right and the node up?): %w", a.cfg.rpcURL, err)
+	}
+	if !id.IsUint64() {
+		return fmt.Errorf("chain id %s out of range", id)
+	}
+	if a.cfg.chainID != 0 && a.cfg.chainID != id.Uint64() {
+		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, a.cfg.rpcURL, id)
+	}
+	a.chainID = id.Uint64()
+	return nil
+}
+
+func (a *app) buildAPI(ctx context.Context) error {
+	key, err := loadSecretKey(ctx, a.cfg.keys)
+	if err != nil {
+		return err
+	}
+	creds, err := invoice.NewCredentials(key)
+	if err != nil {
+		return err
+	}
+	deriver, err := a.deriver(ctx)
+	if err != nil {
+		return err
+	}
+	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
+		AdminToken: a.adminToken,
+		Logger:     a.log.With("component", "invoice"),
+	})
+	if err != nil {
+		return err
+	}
+	a.invoices.Routes(a.mux)
+	a.workers = append(a.workers, worker{"invoice", a.invoices.Run})
+
+	deliveries, err := webhook.NewHandler(a.st, a.invoices, webhook.HandlerConfig{Logger: a.log.With("component", "webhook")})
+	if err != nil {
+		return err
+	}
+	deliveries.Register(a.mux)
+	return a.mountReadAPI()
+}
+
+// deriver is the api role's public-only view of the deposit wallet: from
+// PAY_XPUB when set, otherwise from the mnemonic (whose private part is
+// dropped).
+func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
+	if a.cfg.xpub != "" {
+		return hdwallet.NewDeriver(a.cfg.xpub)
+	}
+	w, err := loadWallet(ctx, a.cfg.keys)
+	if err != nil {
+		return nil, fmt.Errorf("%w (or set PAY_XPUB, printed by `payd xpub`, so that the API process holds no private key)", err)
+	}
+	d := w.Deriver()
+	w.Wipe()
+	return d, nil
+}
+
+// mountReadAPI serves the read API: the api and gateway roles both do, on
+// one mux, so it is mounted once.
+func (a *app) mountReadAPI() error {
+	if a.readAPIMounted {
+		return nil
+	}
+	ra, err := indexer.NewReadAPI(a.st, indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
+	if err != nil {
+		return err
+	}
+	ra.Register(a.mux)
+	a.readAPIMounted = true
+	return nil
+}
+
+func (a *app) buildGateway(ctx context.Context) error {
+	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
+		Backfill:   a.cfg.backfill,
+		ChainID:    a.chainID,
+		Registerer: a.reg,
+		Logger:     a.log.With("component", "indexer"),
+	})
+	if err != nil {
+		return err
+	}
+	a.workers = append(a.workers, worker{"indexer", ix.Run})
+	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
+		Rate:       rateLimit(a.cfg.proxyRate),
+		Burst:      a.cfg.proxyBurst,
+		Registerer: a.reg,
+		Logger:     a.log.With("component", "rpcproxy"),
+	})
+	if err != nil {
+		return err
+	}
+	return a.mountReadAPI()
+}
+
+func (a *app) buildSettlement(context.Context) error {
+	s, err := settlement.New(a.st, settlement.Config{
+		Confirmations: a.cfg.confirmations,
+		Registerer:    a.reg,
+		Logger:        a.log.With("component", "settlement"),
+	})
+	if err != nil {
+		return err
+	}
+	a.workers = append(a.workers, worker{"settlement", s.Run}, worker{"archive", a.runArchive})
+	return nil
+}
+
+func (a *app) buildSweep(ctx context.Context) error {
+	w, err := loadWallet(ctx, a.cfg.keys)
+	if err != nil {
+		return err
+	}
+	sweepKey, err := w.SweepKey()
+	if err != nil {
+		return err
+	}
+	keys := sweep.Keys{Deposits: w, Wallet: sweep.NewKeySigner(sweepKey)}
+	funder, err := loadGasFunder(ctx, a.cfg.keys)
+	switch {
+	case err == nil:
+		keys.Funder = sweep.NewKeySigner(funder)
+	case errors.Is(err, errSecretMissing):
+		a.log.Warn("no gas funder configured: the sweep wallet will not be topped up", "hint", "set GAS_FUNDER_PRIVATE_KEY_FILE")
+	default:
+		return err
+	}
+	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
+		Policy:        a.cfg.sweepPolicy,
+		Confirmations: uint64(a.cfg.confirmations),
+		OperatorToken: a.adminToken,
+		Registerer:    a.reg,
+		Logger:        a.log.With("component", "sweep"),
+	})
+	if err != nil {
+		return err
+	}
+	a.mux.Handle("/v1/admin/sweeps/", a.sweeper.AdminHandler())
+	a.workers = append(a.workers, worker{"sweep", a.sweeper.Run})
+	return nil
+}
+
+func (a *app) buildWebhooks(ctx context.Context) error {
+	key, err := loadSecretKey(ctx, a.cfg.keys)
+	if err != nil {
+		return err
+	}
+	creds, err := invoice.NewCredentials(key)
+	if err != nil {
+		return err
+	}
+	d, err := webhook.New(a.st, creds, webhook.Config{
+		BlockPrivateNetworks: a.cfg.blockPrivateWH,
+		Registerer:           a.reg,
+		Logger:               a.log.With("component", "webhook"),
+	})
+	if err != nil {
+		return err
+	}
+	a.workers = append(a.workers, worker{"webhooks", d.Run})
+	return nil
+}
+
+// runArchive moves finished invoices older than the retention to
+// invoices_archive, in batches, every archiveEvery.
+func (a *app) runArchive(ctx context.Context) error {
+	if a.cfg.archiveAfter <= 0 {
+		return nil
+	}
+	t := time.NewTicker(a.cfg.archiveEvery)
+	defer t.Stop()
+	for {
+		cutoff := time.Now().Add(-a.cfg.archiveAfter)
+		total := 0
+		for ctx.Err() == nil {
+			n, err := a.st.ArchiveInvoices(ctx, cutoff, 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.WarnContext(ctx, "archive failed; will retry", "err", err)
+				}
+				break
+			}
+			total += n
+			if n == 0 {
+				break
+			}
+		}
+		if total > 0 {
+			a.log.InfoContext(ctx, "archived invoices", "count", total, "created_before", cutoff.Format(time.RFC3339))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// run serves HTTP and runs the workers until ctx is cancelled or one of them
+// fails, then shuts everything down gracefully.
+func (a *app) run(ctx context.Context) error {
+	defer a.close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var wg sync.WaitGroup
+	fail := func(name string, err error) {
+		if err != nil && ctx.Err() == nil {
+			a.log.Error("part failed; shutting down", "part", name, "err", err)
+			cancel(fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	servers := []*http.Server{newServer(a.handler(), a.log)}
+	listeners := []net.Listener{a.httpLn}
+	if a.proxy != nil {
+		servers = append(servers, newServer(a.proxy, a.log))
+		listeners = append(listeners, a.proxyLn)
+	}
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				fail("http "+listeners[i].Addr().String(), err)
+			}
+		}()
+	}
+	for _, w := range a.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail(w.name, w.run(ctx))
+		}()
+	}
+	<-ctx.Done()
+	a.log.Info("shutting down: finishing in-flight work")
+	shutdown, done := context.WithTimeout(context.Background(), 15*time.Second)
+	defer done()
+	for _, srv := range servers {
+		_ = srv.Shutdown(shutdown)
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	a.log.Info("stopped")
+	return nil
+}
+
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+func (a *app) close() {
+	if a.httpLn != nil {
+		a.httpLn.Close()
+	}
+	if a.proxyLn != nil {
+		a.proxyLn.Close()
+	}
+	if a.proxy != nil {
+		a.proxy.CloseIdleConnections()
+	}
+	if a.rpc != nil {
+		a.rpc.Close()
+	}
+}
+
+// httpURL is the address the HTTP APIs listen on, as a URL.
+func (a *app) httpURL() string { return "http://" + a.httpLn.Addr().String() }
+
+// proxyURL is the RPC proxy's URL, or "" without the gateway role.
+func (a *app) proxyURL() string {
+	if a.proxyLn == nil {
+		return ""
+	}
+	return "http://" + a.proxyLn.Addr().String()
+}
+

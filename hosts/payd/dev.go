@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/sweep"
+)
+
+// demoSettlementIndex is the dev-mnemonic account that receives the demo
+// merchant's swept funds. It is not funded at genesis, so its balance is
+// exactly what was swept to it.
+const demoSettlementIndex = 100
+
+// runDev runs everything in one process with no set-up: a dev chain, SQLite,
+// every API and worker, and a demo merchant.
+func runDev(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the invoice, read and admin APIs")
+	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy")
+	chainAddr := fs.String("chain-rpc", "127.0.0.1:8545", "listen address of the dev chain's JSON-RPC")
+	dataDir := fs.String("data", ".payd", "directory for the SQLite file and generated development secrets")
+	blockTime := fs.Duration("block-time", 1200*time.Millisecond, "time between dev chain blocks")
+	webhookURL := fs.String("webhook-url", "", "the demo merchant's webhook URL")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(stdout, *logFormat)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("--data %s: %w", *dataDir, err)
+	}
+	keys, err := newDevProvider(os.Getenv, *dataDir)
+	if err != nil {
+		return err
+	}
+
+	// The chain funds the gas funder and the sweep wallet at genesis, so the
+	// first sweep does not wait for a top-up.
+	funder, err := loadGasFunder(ctx, keys)
+	if err != nil {
+		return err
+	}
+	wallet, err := loadWallet(ctx, keys)
+	if err != nil {
+		return err
+	}
+	sweepKey, err := wallet.SweepKey()
+	if err != nil {
+		return err
+	}
+	chain, err := startDevChain(*chainAddr, *blockTime,
+		[]common.Address{crypto.PubkeyToAddress(funder.PublicKey), crypto.PubkeyToAddress(sweepKey.PublicKey)}, log)
+	if err != nil {
+		return err
+	}
+	chainCtx, stopChain := context.WithCancel(context.Background())
+	chainDone := make(chan error, 1)
+	go func() { chainDone <- chain.Run(chainCtx) }()
+	defer func() {
+		stopChain()
+		<-chainDone
+	}()
+
+	// The dev chain starts from genesis on every run, so the database does
+	// too: blocks and invoices of an earlier run's chain would be lies.
+	dbPath := filepath.Join(*dataDir, "payd-dev.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(dbPath + suffix)
+	}
+	st, err := sqlite.Open(ctx, dbPath, sqlite.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	a, err := newApp(ctx, st, appConfig{
+		roles:         roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true},
+		httpAddr:      *httpAddr,
+		proxyAddr:     *proxyAddr,
+		rpcURL:        chain.url,
+		keys:          keys,
+		confirmations: 12,
+		sweepPolicy:   sweep.PolicySponsor,
+		archiveAfter:  365 * 24 * time.Hour,
+		archiveEvery:  time.Hour,
+		proxyRate:     50,
+		proxyBurst:    100,
+		log:           log,
+	})
+	if err != nil {
+		return err
+	}
+	demo, err := createDemoMerchant(ctx, a, *webhookURL)
+	if err != nil {
+		a.close()
+		return err
+	}
+	printDevBanner(stdout, a, chain, demo, *dataDir)
+	return a.run(ctx)
+}
+
+func createDemoMerchant(ctx context.Context, a *app, webhookURL string) (invoice.CreatedMerchant, error) {
+	w, err := devWallet()
+	if err != nil {
+		return invoice.CreatedMerchant{}, err
+	}
+	settle, err := w.Address(demoSettlementIndex)
+	if err != nil {
+		return invoice.CreatedMerchant{}, err
+	}
+	return a.invoices.CreateMerchant(ctx, invoice.MerchantParams{
+		Name:              "demo",
+		WebhookURL:        webhookURL,
+		SettlementAddress: settle,
+	})
+}
+
+func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMerchant, dataDir string) {
+	api := a.httpURL()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  evmpay dev is running — everything in this process, state in %s\n\n", dataDir)
+	fmt.Fprintf(&b, "  dev chain     %s   chain id %d, a block every %s\n", chain.url, a.chainID, chain.period)
+	fmt.Fprintf(&b, "                funded: the 10 first accounts of %q\n", devMnemonic)
+	fmt.Fprintf(&b, "  API           %s   (OpenAPI: %s/v1/openapi.json)\n", api, api)
+	fmt.Fprintf(&b, "  RPC proxy     %s\n", a.proxyURL())
+	fmt.Fprintf(&b, "  metrics       %s/metrics\n\n", api)
+	fmt.Fprintf(&b, "  demo merchant id %d, settlement address %s\n", demo.Merchant.ID, demo.Merchant.SettlementAddress.Hex())
+	fmt.Fprintf(&b, "    api_key         %s\n", demo.APIKey)
+	fmt.Fprintf(&b, "    webhook_secret  %s\n\n", demo.WebhookSecret)
+	fmt.Fprintf(&b, "  Create an invoice for 0.5 coin:\n\n")
+	fmt.Fprintf(&b, "    curl -s -X POST %s/v1/invoices \\\n", api)
+	fmt.Fprintf(&b, "      -H 'Authorization: Bearer %s' \\\n", demo.APIKey)
+	fmt.Fprintf(&b, "      -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n")
+	fmt.Fprintf(&b, "      -d '{\"amount_wei\": \"500000000000000000\"}'\n\n")
+	fmt.Fprintf(&b, "  Pay it (in another terminal) with its payment_uri:\n\n")
+	fmt.Fprintf(&b, "    go run ./hosts/payd pay 'ethereum:0x…@%d?value=500000000000000000'\n\n", a.chainID)
+	fmt.Fprintf(&b, "  Then watch it: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
+	fmt.Fprint(w, b.String())
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
+
+	"github.com/evmpay/evmpay/settlement"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/sweep"
+)
+
+// buildOps adds what every process serves: health, readiness, metrics and,
+// with the api or sweep role, the operator status.
+func (a *app) buildOps() {
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /readyz", a.serveReady)
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	if a.cfg.roles[roleAPI] {
+		a.reg.MustRegister(&dbCollector{st: a.st})
+	}
+	if a.cfg.roles[roleAPI] || a.cfg.roles[roleSweep] {
+		a.mux.HandleFunc("GET /v1/admin/status", a.serveStatus)
+	}
+}
+
+func (a *app) handler() http.Handler { return a.mux }
+
+// serveReady answers 200 when the database and the chain node both answer.
+func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "chain": "ok"}
+	status := http.StatusOK
+	if err := a.st.Ping(ctx); err != nil {
+		checks["database"] = "unreachable"
+		status = http.StatusServiceUnavailable
+	}
+	if _, err := a.eth.BlockNumber(ctx); err != nil {
+		checks["chain"] = "unreachable"
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, checks)
+}
+
+// statusReport is GET /v1/admin/status: the observable conditions that mean
+// money is not moving as it should.
+type statusReport struct {
+	Healthy bool `json:"healthy"`
+	// StalePaidPending: paid invoices still PENDING after 5 minutes
+	// (settlement lags).
+	StalePaidPending []int64 `json:"stale_paid_pending"`
+	// UnsweptConfirmed: CONFIRMED invoices with no sweep transaction.
+	UnsweptConfirmed []int64 `json:"unswept_confirmed"`
+	// FailedDeliveries: webhook deliveries failed at their last attempt.
+	FailedDeliveries int64 `json:"failed_deliveries_final"`
+	// SweepWallet is the sweep wallet's state (processes with the sweep
+	// role); Low is the alert: balance below 0.5 × its 24-hour gas spend.
+	SweepWallet *sweep.WalletStatus `json:"sweep_wallet,omitempty"`
+	Errors      []string            `json:"errors,omitempty"`
+}
+
+func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) != 1 {
+		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	rep := statusReport{StalePaidPending: []int64{}, UnsweptConfirmed: []int64{}}
+	if c, err := settlement.CheckConditions(ctx, a.st, time.Now()); err != nil {
+		rep.Errors = append(rep.Errors, "conditions: database unavailable")
+	} else {
+		rep.StalePaidPending = invoiceIDs(c.StalePaidPending)
+		rep.UnsweptConfirmed = invoiceIDs(c.UnsweptConfirmed)
+	}
+	if n, err := a.st.CountDeliveries(ctx, store.DeliveryFailed, maxWebhookAttempts); err != nil {
+		rep.Errors = append(rep.Errors, "deliveries: database unavailable")
+	} else {
+		rep.FailedDeliveries = n
+	}
+	if a.sweeper != nil {
+		if ws, err := a.sweeper.WalletStatus(ctx); err != nil {
+			rep.Errors = append(rep.Errors, "sweep wallet: chain unavailable")
+		} else {
+			rep.SweepWallet = &ws
+		}
+	}
+	rep.Healthy = len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
+		rep.FailedDeliveries == 0 && (rep.SweepWallet == nil || !rep.SweepWallet.Low)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// maxWebhookAttempts is the webhook ladder's length (webhook.Config
+// default): a delivery failed with this many attempts failed for good.
+const maxWebhookAttempts = 8
+
+func invoiceIDs(invs []store.Invoice) []int64 {
+	ids := make([]int64, 0, len(invs))
+	for _, inv := range invs {
+		ids = append(ids, inv.ID)
+	}
+	return ids
+}
+
+// dbCollector exports gauges read from the database at scrape time:
+// invoices by status and webhook deliveries failed for good.
+type dbCollector struct{ st store.Store }
+
+var (
+	invoicesDesc = prometheus.NewDesc("evmpay_invoices", "Invoices by status.", []string{"status"}, nil)
+	failedDesc   = prometheus.NewDesc("evmpay_webhook_deliveries_failed_final", "Webhook deliveries failed at their last attempt.", nil, nil)
+)
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- invoicesDesc
+	ch <- failedDesc
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if counts, err := c.st.CountInvoicesByStatus(ctx); err == nil {
+		for _, s := range []string{store.StatusPending, store.StatusPaid, store.StatusConfirmed, store.StatusSettled, store.StatusExpired} {
+			ch <- prometheus.MustNewConstMetric(invoicesDesc, prometheus.GaugeValue, float64(counts[s]), s)
+		}
+	}
+	if n, err := c.st.CountDeliveries(ctx, store.DeliveryFailed, maxWebhookAttempts); err == nil {
+		ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.GaugeValue, float64(n))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": title, "status": status, "detail": detail, "code": code,
+	})
+}
+
+// rateLimit turns a calls-per-second figure into a rate.Limit (≤ 0: the
+// proxy's default).
+func rateLimit(perSecond float64) rate.Limit { return rate.Limit(perSecond) }

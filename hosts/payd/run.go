@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// usageError is a command-line mistake: main exits 2 and the message says
+// what to type instead.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+const usage = `payd — evmpay's reference host
+
+Usage:
+  payd dev       [--http 127.0.0.1:8080] [--rpc-proxy 127.0.0.1:8546] [--chain-rpc 127.0.0.1:8545]
+                 [--data .payd] [--block-time 1.2s] [--log-format text|json]
+                 Everything in one process: a dev chain, SQLite, every API and worker.
+  payd serve     --roles api,gateway,settlement,sweep,webhooks [--http …] [--rpc-proxy …]
+                 Production mode: DATABASE_URL, RPC_URL, CHAIN_ID, INDEXER_BACKFILL and secrets
+                 from PAY_MNEMONIC_FILE, PAY_SECRET_KEY_FILE, GAS_FUNDER_PRIVATE_KEY_FILE,
+                 PAY_ADMIN_TOKEN_FILE.
+  payd devchain  [--chain-rpc 127.0.0.1:8545] [--block-time 1.2s] [--fund 0xaddr,…]
+                 The dev chain alone, for use with serve.
+  payd pay       [--rpc 127.0.0.1:8545] [--key-file file] <ethereum:… URI>
+                 Pay a payment URI from a funded dev account; prints the tx hash.
+  payd migrate   Apply database migrations to DATABASE_URL.
+  payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]
+                 Create a merchant on DATABASE_URL and print its credentials once.
+  payd xpub      Print the xpub of the deposit account (from PAY_MNEMONIC_FILE).
+`
+
+// run is payd's whole program: main only adds signals and exit codes, and
+// tests call run directly.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return usageError("payd: missing command")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "dev":
+		return runDev(ctx, rest, stdout)
+	case "serve":
+		return runServe(ctx, rest, stdout)
+	case "devchain":
+		return runDevChain(ctx, rest, stdout)
+	case "pay":
+		return runPay(ctx, rest, stdout)
+	case "migrate":
+		return runMigrate(ctx, rest, stdout)
+	case "merchants":
+		return runMerchants(ctx, rest, stdout)
+	case "xpub":
+		return runXPub(ctx, rest, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usageError(fmt.Sprintf("payd: unknown command %q (try `payd help`)", cmd))
+	}
+}
+
+// parseFlags parses args and turns flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usageError(usage)
+		}
+		return usageError(fmt.Sprintf("payd %s: %v (try `payd help`)", fs.Name(), err))
+	}
+	return nil
+}
+
+// newLogger returns the process logger: text by default, JSON on request.
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	switch strings.ToLower(format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, usageError(fmt.Sprintf("--log-format %q: want text or json", format))
+	}
+}

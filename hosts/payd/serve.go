@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store/postgres"
+	"github.com/evmpay/evmpay/sweep"
+)
+
+// runServe is production mode: PostgreSQL, a real node, secrets from files.
+func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rolesFlag := fs.String("roles", "", "comma-separated roles: api,gateway,settlement,sweep,webhooks (or all)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the APIs, /metrics, /healthz, /readyz")
+	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy (gateway role)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	migrate := fs.Bool("migrate", true, "apply database migrations at start")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	roles, err := parseRoles(*rolesFlag)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stdout, *logFormat)
+	if err != nil {
+		return err
+	}
+	env, err := readServeEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	st, err := postgres.Open(ctx, env.databaseURL, postgres.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *migrate {
+		if err := st.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	a, err := newApp(ctx, st, appConfig{
+		roles:         roles,
+		httpAddr:      *httpAddr,
+		proxyAddr:     *proxyAddr,
+		rpcURL:        env.rpcURL,
+		chainID:       env.chainID,
+		backfill:      env.backfill,
+		keys:          fileProvider{getenv: os.Getenv},
+		xpub:          os.Getenv("PAY_XPUB"),
+		confirmations: env.confirmations,
+		sweepPolicy:   env.sweepPolicy,
+		archiveAfter:  env.archiveAfter,
+		archiveEvery:  time.Hour,
+		proxyRate:     env.proxyRate,
+		proxyBurst:    env.proxyBurst,
+		log:           log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("payd serving", "roles", roles.String(), "http", a.httpURL(), "rpc_proxy", a.proxyURL(),
+		"chain_id", a.chainID, "node", redactURL(env.rpcURL))
+	return a.run(ctx)
+}
+
+// serveEnv is serve mode's environment.
+type serveEnv struct {
+	databaseURL   string
+	rpcURL        string
+	chainID       uint64
+	backfill      bool
+	confirmations int
+	sweepPolicy   sweep.Policy
+	archiveAfter  time.Duration
+	proxyRate     float64
+	proxyBurst    int
+}
+
+func readServeEnv(getenv func(string) string) (serveEnv, error) {
+	// Secrets in the environment are refused outright, even for roles that
+	// would not read them: a deployment that sets them is misconfigured.
+	for _, name := range []string{secretMnemonic, secretKey, secretGasFunder, secretAdmin} {
+		if getenv(name) != "" {
+			_, err := fileProvider{getenv: getenv}.Secret(context.Background(), name)
+			return serveEnv{}, err
+		}
+	}
+	e := serveEnv{
+		databaseURL:   getenv("DATABASE_URL"),
+		rpcURL:        getenv("RPC_URL"),
+		confirmations: 12,
+		sweepPolicy:   sweep.PolicySponsor,
+		archiveAfter:  365 * 24 * time.Hour,
+		proxyRate:     20,
+		proxyBurst:    40,
+	}
+	var errs []error
+	if e.databaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is required (postgres://user@host:5432/db)"))
+	}
+	if e.rpcURL == "" {
+		errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545)"))
+	}
+	parse := func(name string, fn func(string) error) {
+		if v := getenv(name); v != "" {
+			if err := fn(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+		}
+	}
+	parse("CHAIN_ID", func(v string) (err error) { e.chainID, err = strconv.ParseUint(v, 10, 64); return })
+	parse("INDEXER_BACKFILL", func(v string) (err error) { e.backfill, err = strconv.ParseBool(v); return })
+	parse("CONFIRMATIONS", func(v string) (err error) { e.confirmations, err = strconv.Atoi(v); return })
+	parse("SWEEP_FEE_POLICY", func(v string) error {
+		e.sweepPolicy = sweep.Policy(v)
+		if e.sweepPolicy != sweep.PolicySponsor && e.sweepPolicy != sweep.PolicyDeduct {
+			return errors.New("want sponsor or deduct")
+		}
+		return nil
+	})
+	parse("ARCHIVE_AFTER", func(v string) (err error) { e.archiveAfter, err = time.ParseDuration(v); return })
+	parse("RPC_PROXY_RATE", func(v string) (err error) { e.proxyRate, err = strconv.ParseFloat(v, 64); return })
+	parse("RPC_PROXY_BURST", func(v string) (err error) { e.proxyBurst, err = strconv.Atoi(v); return })
+	return e, errors.Join(errs...)
+}
+
+// redactURL hides a URL's password for logging.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
+}
+
+// runMerchants is `payd merchants create`.
+func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return usageError("usage: payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]")
+	}
+	fs := flag.NewFlagSet("merchants create", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	webhookURL := fs.String("webhook-url", "", "where the merchant's signed webhooks go (http or https URL)")
+	settlement := fs.String("settlement-address", "", "the address swept funds go to")
+	name := fs.String("name", "", "a name for people")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	addr, err := parseAddress(*settlement)
+	if err != nil {
+		return usageError("payd merchants create: --settlement-address: " + err.Error())
+	}
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		return errors.New("payd merchants create: set DATABASE_URL")
+	}
+	if os.Getenv(secretKey) != "" {
+		_, err := fileProvider{getenv: os.Getenv}.Secret(ctx, secretKey)
+		return err
+	}
+	key, err := loadSecretKey(ctx, fileProvider{getenv: os.Getenv})
+	if err != nil {
+		return err
+	}
+	creds, err := invoice.NewCredentials(key)
+	if err != nil {
+		return err
+	}
+	st, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	created, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantParams{Name: *name, WebhookURL: *webhookURL, SettlementAddress: addr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merchant %d created. These credentials are shown once; store them now.\n", created.Merchant.ID)
+	fmt.Fprintf(stdout, "api_key=%s\nwebhook_secret=%s\n", created.APIKey, created.WebhookSecret)
+	return nil
+}
