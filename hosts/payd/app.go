@@ -119,8 +119,8 @@ type app struct {
 
 	mux            *http.ServeMux
 	readAPIMounted bool
-	proxy   *rpcproxy.Proxy
-	workers []worker
+	proxy          *rpcproxy.Proxy
+	workers        []worker
 
 	httpLn, proxyLn net.Listener
 }
@@ -478,4 +478,3 @@ func (a *app) proxyURL() string {
 	}
 	return "http://" + a.proxyLn.Addr().String()
 }
-
