@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,8 @@ type Config struct {
 	// least 12.5%). Defaults to 3.
 	ReplaceAfterBlocks uint64
 	// MaxAttempts bounds the retries of one sweep — replacements,
-	// "nonce too low" and "underpriced" retries — before it is FAILED. The
+	// "nonce too low" and "underpriced" retries: the retry after the
+	// MaxAttempts-th marks it FAILED with its last error instead. The
 	// operator retry endpoint resets the count. Defaults to 6.
 	MaxAttempts int
 	// PollInterval is how often Run looks at the chain head; a pass runs on
@@ -141,3 +143,6 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// DefaultGasReserveFloor returns GasReserveFloor's default, 1e17 wei.
+func DefaultGasReserveFloor() *big.Int { return big.NewInt(1e17) }

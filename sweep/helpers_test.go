@@ -321,3 +321,5 @@ func (e *env) events(invoiceID int64) []string {
 	}
 	return types
 }
+
+func randHash() common.Hash { return common.BytesToHash(randBytes(32)) }

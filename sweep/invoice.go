@@ -157,7 +157,7 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 	// funded is what mined fundings brought to the deposit address: the
 	// sweep's gas budget.
 	funded := new(big.Int)
-	pending := false
+	pending, lost := false, false
 	for _, sl := range fund {
 		if sl.mined != nil {
 			if sl.receipt.Status != types.ReceiptStatusSuccessful {
@@ -166,16 +166,19 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 			funded.Add(funded, sl.mined.ValueWei.Big())
 			continue
 		}
-		pending = true
 		v, err := s.tend(ctx, p, sl)
 		if err != nil {
 			return outcome{}, err
 		}
+		if v.dead {
+			// The wallet's nonce went to another transaction (one block
+			// after it was first seen): this funding can never be mined;
+			// fund again below with a new nonce.
+			lost = true
+			continue
+		}
+		pending = true
 		switch {
-		case v.dead:
-			// The wallet's nonce went to another transaction: fund again
-			// (next pass) with a new nonce.
-			return retryWith(status, ReasonNonceTooLow), nil
 		case v.nonceWait:
 			return retryWith(status, ReasonNonceTooLow), nil
 		case v.class == classInsufficientFunds:
@@ -184,6 +187,9 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 			return failWith(sl.live().LastError), nil
 		case v.replace:
 			live := sl.live()
+			if s.exhausted(inv) {
+				return failWith(replaceReason(live)), nil
+			}
 			f := s.bumped(p, feeOf(*live))
 			if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
 				return retryWith(status, ReasonNotMined), nil // at MaxFeePerGas: nothing to bump
@@ -204,11 +210,26 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 		}
 	}
 
+	if lost && s.exhausted(inv) {
+		return failWith(ReasonNonceTooLow), nil
+	}
+	o, err := s.sponsorNext(ctx, p, inv, seen, sweep, funded, pending)
+	if lost && err == nil && o.fail == "" {
+		o.attempt = true
+		if o.sweepErr == nil || *o.sweepErr == "" {
+			reason := ReasonNonceTooLow
+			o.sweepErr = &reason
+		}
+	}
+	return o, err
+}
+
+func (s *Sweeper) sponsorNext(ctx context.Context, p *pass, inv store.Invoice, seen fingerprint, sweep *slot, funded *big.Int, pending bool) (outcome, error) {
 	if sweep != nil {
 		return s.tendSponsoredSweep(ctx, p, inv, seen, sweep, funded, pending)
 	}
 	if pending {
-		return outcome{status: status, sweepErr: new(string)}, nil
+		return outcome{status: store.SweepFunding, sweepErr: new(string)}, nil
 	}
 	if funded.Sign() == 0 {
 		// Nothing funded yet: send the deposit address exactly the gas its
@@ -272,6 +293,9 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 	case v.replace:
 		if pending {
 			return outcome{status: store.SweepSent}, nil
+		}
+		if s.exhausted(inv) {
+			return failWith(replaceReason(live)), nil
 		}
 		f := s.bumped(p, feeOf(*live))
 		if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
@@ -386,6 +410,9 @@ func (s *Sweeper) advanceDeduct(ctx context.Context, p *pass, inv store.Invoice,
 	case v.class == classRejected:
 		return failWith(live.LastError), nil
 	case v.replace:
+		if s.exhausted(inv) {
+			return failWith(replaceReason(live)), nil
+		}
 		f := s.bumped(p, feeOf(*live))
 		if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
 			return retryWith(store.SweepSent, ReasonNotMined), nil
@@ -413,6 +440,9 @@ func (s *Sweeper) deductSweep(ctx context.Context, p *pass, inv store.Invoice, s
 	}
 	return s.sendSweep(ctx, p, inv, seen, to, value, f, replaces)
 }
+
+// exhausted reports whether the sweep used its MaxAttempts retries.
+func (s *Sweeper) exhausted(inv store.Invoice) bool { return inv.SweepAttempts >= s.cfg.MaxAttempts }
 
 // replaceReason is the sweep_error recorded while a replacement is
 // retried: the node's refusal, or "not mined" for a stuck transaction.

@@ -92,3 +92,64 @@ func testSponsorExactAmount(t *testing.T, e *env) {
 
 	require.Equal(t, []string{store.EventInvoiceSettled}, e.events(inv.ID))
 }
+
+func TestSweep_Deduct_OneTransactionFromTheDeposit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	paid := eth(2)
+	inv := e.confirmedInvoices(1, paid)[0]
+	s := e.sweeper(Config{Policy: PolicyDeduct, Confirmations: 3})
+	walletBefore := e.balance(e.sweepWallet())
+
+	e.drive(10, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+	require.Empty(t, e.sweepTxs(inv.ID, store.SweepTxFunding), "no funding under the deduct policy")
+	sweeps := e.sweepTxs(inv.ID, store.SweepTxSweep)
+	require.Len(t, sweeps, 1)
+	sweep := sweeps[0]
+	maxGas := gasCost(21000, sweep.MaxFeeWei.Big())
+	require.Equal(t, 0, sweep.ValueWei.Big().Cmp(new(big.Int).Sub(paid, maxGas)), "value = balance − 21000 × fee cap")
+
+	got := e.invoice(inv.ID)
+	require.Equal(t, store.StatusSettled, got.Status)
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(sweep.ValueWei.Big()))
+	require.Equal(t, sweep.ValueWei, *got.SweptWei)
+	dust := new(big.Int).Sub(maxGas, sweep.FeeWei.Big())
+	require.Equal(t, amountOf(dust), *got.DustWei, "dust = 21000 × (fee cap − price paid)")
+	require.Equal(t, 0, e.balance(inv.DepositAddress).Cmp(dust))
+	require.Equal(t, 0, e.balance(e.sweepWallet()).Cmp(walletBefore), "the sweep wallet pays nothing")
+}
+
+func TestSweep_HundredInvoicesConfirmedInOneBlock_AllSweptWithDistinctNonces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 100
+	invs := e.confirmedInvoices(n, eth(1))
+	// Two sweepers, as two processes sharing one PostgreSQL database.
+	a := e.sweeper(Config{Workers: 8, BatchSize: 30})
+	b := e.sweeper(Config{Workers: 8, BatchSize: 30})
+	walletNonce := e.nonce(e.sweepWallet())
+	confirmed := e.head() // settlement confirmed them at this head
+
+	blocks := e.drive(30, e.all(ids(invs), store.SweepSwept), a, b)
+	require.Equal(t, 2+12, blocks, "funding block, sweep block, then 12 confirmations")
+
+	nonces := map[uint64]bool{}
+	for _, inv := range invs {
+		fundings := e.sweepTxs(inv.ID, store.SweepTxFunding)
+		require.Len(t, fundings, 1, "one funding per invoice")
+		require.False(t, nonces[fundings[0].Nonce], "nonce %d used twice", fundings[0].Nonce)
+		nonces[fundings[0].Nonce] = true
+		sweeps := e.sweepTxs(inv.ID, store.SweepTxSweep)
+		require.Len(t, sweeps, 1, "one sweep per deposit address")
+		require.EqualValues(t, 0, sweeps[0].Nonce)
+		require.Equal(t, confirmed+1, *fundings[0].BlockNumber, "every funding in the first block")
+		require.Equal(t, confirmed+2, *sweeps[0].BlockNumber, "every sweep in the second block")
+		require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
+	}
+	for i := walletNonce; i < walletNonce+n; i++ {
+		require.True(t, nonces[i], "the sweep wallet's nonces are contiguous: %d missing", i)
+	}
+	require.Equal(t, walletNonce+n, e.nonce(e.sweepWallet()))
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(n)))
+}

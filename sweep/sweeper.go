@@ -259,13 +259,15 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 			return tx.UpdateInvoice(ctx, &inv)
 		}
 		inv.UpdatedAt = now
-		if out.attempt {
-			inv.SweepAttempts++
-			if inv.SweepAttempts >= s.cfg.MaxAttempts && out.fail == "" && out.swept == nil {
+		if out.attempt && out.fail == "" && out.swept == nil {
+			if inv.SweepAttempts >= s.cfg.MaxAttempts {
+				// Out of retries: FAILED with the last error.
 				out.fail = ReasonNotMined
 				if out.sweepErr != nil && *out.sweepErr != "" {
 					out.fail = *out.sweepErr
 				}
+			} else {
+				inv.SweepAttempts++
 			}
 		}
 		switch {

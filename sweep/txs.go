@@ -131,8 +131,9 @@ func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
 			s.log.WarnContext(ctx, "sweep: transaction reorged out, re-broadcasting it", slog.String("kind", t.Kind),
 				slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("was_block", *t.BlockNumber))
 			s.m.reorged.WithLabelValues(t.Kind).Inc()
-			number := p.number
-			t.Status, t.BlockNumber, t.GasUsed, t.FeeWei, t.MinedAt, t.SentBlock = store.SweepTxSent, nil, nil, nil, nil, &number
+			// SentBlock unset: re-broadcast in this very pass, and restart
+			// the replacement clock when the node takes it back.
+			t.Status, t.BlockNumber, t.GasUsed, t.FeeWei, t.MinedAt, t.SentBlock = store.SweepTxSent, nil, nil, nil, nil, nil
 			changes = append(changes, t)
 		}
 	}
@@ -168,9 +169,12 @@ func (s *Sweeper) broadcast(ctx context.Context, p *pass, t *store.SweepTx) (cla
 	before := *t
 	switch {
 	case c.accepted():
-		if t.Status == store.SweepTxSigned {
+		if t.Status == store.SweepTxSigned || t.SentBlock == nil {
 			now, number := p.now, p.number
-			t.Status, t.SentAt, t.SentBlock = store.SweepTxSent, &now, &number
+			t.Status, t.SentBlock = store.SweepTxSent, &number
+			if t.SentAt == nil {
+				t.SentAt = &now
+			}
 		}
 		t.LastError = ""
 	case c == classRejected:
@@ -182,7 +186,7 @@ func (s *Sweeper) broadcast(ctx context.Context, p *pass, t *store.SweepTx) (cla
 		s.log.WarnContext(ctx, "sweep: node refused transaction", slog.String("kind", t.Kind),
 			slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("nonce", t.Nonce), slog.String("class", t.LastError))
 	}
-	if t.Status == before.Status && t.LastError == before.LastError {
+	if t.Status == before.Status && t.LastError == before.LastError && t.SentBlock == before.SentBlock {
 		return c, nil
 	}
 	t.UpdatedAt = p.now
