@@ -88,8 +88,9 @@ type IdempotencyStore interface {
 	// (it is DONE, its lease is still running, another request claimed it
 	// first, or it is gone).
 	ClaimIdempotencyRecord(ctx context.Context, rec IdempotencyRecord, now time.Time) error
-	// CompleteIdempotencyRecord writes status, response, invoice id and
-	// expiry of rec, only if the stored record is still IN_FLIGHT under the
+	// CompleteIdempotencyRecord writes status, response and invoice id of
+	// rec (the expiry set at creation stays, so that no indexed column
+	// changes), only if the stored record is still IN_FLIGHT under the
 	// lease rec.LockedUntil (the one its caller wrote). ErrConflict when
 	// another request has claimed the key since. Call it inside the
 	// transaction that makes the change the response describes: on

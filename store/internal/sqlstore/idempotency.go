@@ -13,17 +13,16 @@ const idempotencyColumns = `merchant_id, key, request_hash, status, response_sta
 
 // CreateIdempotencyRecord implements store.IdempotencyStore.
 func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
-	rec.LockedUntil = micro(rec.LockedUntil)
-	_, err := s.namedExec(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
-		VALUES (:merchant_id, :key, :request_hash, :status, :response_status, :response_body,
-			:invoice_id, :locked_until, :created_at, :expires_at)`, rec)
+	_, err := s.execPrepared(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status,
+		rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
 	return err
 }
 
 // GetIdempotencyRecord implements store.IdempotencyStore.
 func (s *Store) GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (store.IdempotencyRecord, error) {
 	var rec store.IdempotencyRecord
-	err := s.get(ctx, &rec, `SELECT `+idempotencyColumns+` FROM idempotency_keys
+	err := s.getPrepared(ctx, &rec, `SELECT `+idempotencyColumns+` FROM idempotency_keys
 		WHERE merchant_id = ? AND key = ?`, merchantID, key)
 	return rec, err
 }
@@ -83,10 +82,10 @@ func (s *Store) ClaimIdempotencyRecord(ctx context.Context, rec store.Idempotenc
 
 // CompleteIdempotencyRecord implements store.IdempotencyStore.
 func (s *Store) CompleteIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
-	res, err := s.exec(ctx, `UPDATE idempotency_keys SET status = ?, response_status = ?,
-			response_body = ?, invoice_id = ?, expires_at = ?
+	res, err := s.execPrepared(ctx, `UPDATE idempotency_keys SET status = ?, response_status = ?,
+			response_body = ?, invoice_id = ?
 		WHERE merchant_id = ? AND key = ? AND status = ? AND locked_until = ?`,
-		rec.Status, rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, rec.ExpiresAt,
+		rec.Status, rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID,
 		rec.MerchantID, rec.Key, store.IdempotencyInFlight, micro(rec.LockedUntil))
 	if err != nil {
 		return err

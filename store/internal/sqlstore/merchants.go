@@ -29,7 +29,7 @@ func (s *Store) GetMerchant(ctx context.Context, id int64) (store.Merchant, erro
 // GetMerchantByAPIKeyDigest implements store.MerchantStore.
 func (s *Store) GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (store.Merchant, error) {
 	var m store.Merchant
-	err := s.get(ctx, &m, `SELECT `+merchantColumns+` FROM merchants WHERE api_key_digest = ?`, digest)
+	err := s.getPrepared(ctx, &m, `SELECT `+merchantColumns+` FROM merchants WHERE api_key_digest = ?`, digest)
 	return m, err
 }
 
