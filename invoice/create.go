@@ -122,6 +122,7 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 		return response{}, errInFlight
 	}
 
+	s.addrs.prefetch()
 	resp, err := s.insertInvoice(ctx, m, key, rec, req, now)
 	if err != nil {
 		// Nothing was committed: free the key for a retry (a lease
@@ -220,7 +221,7 @@ func (s *Service) assignAddress(ctx context.Context, tx store.Tx, inv *store.Inv
 		if err != nil {
 			return err
 		}
-		addr, err := s.deriver.Address(idx)
+		addr, err := s.addrs.address(idx)
 		if errors.Is(err, hdwallet.ErrInvalidChild) {
 			continue
 		}

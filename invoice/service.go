@@ -130,6 +130,10 @@ func (c Config) validate() error {
 	return c.Auth.validate()
 }
 
+// addrLookahead is how many deposit addresses past the last index seen are
+// derived ahead of the transactions that will take them.
+const addrLookahead = 64
+
 const (
 	minQRSize = 64
 	maxQRSize = 1024
@@ -145,6 +149,7 @@ type Service struct {
 	chainID uint64
 	cfg     Config
 	auth    *Authenticator
+	addrs   *addrCache
 	log     *slog.Logger
 	openapi []byte
 }
@@ -171,7 +176,7 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 		return nil, err
 	}
 	return &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg,
-		auth: auth, log: cfg.Logger, openapi: doc}, nil
+		auth: auth, addrs: newAddrCache(deriver, addrLookahead), log: cfg.Logger, openapi: doc}, nil
 }
 
 // Authenticate returns the merchant whose api_key is the request's bearer

@@ -1,0 +1,460 @@
+// Command invoice-load measures invoice creation through the invoice API
+// against PostgreSQL, on loopback.
+//
+// It serves the invoice API on 127.0.0.1:0 in this process, over a fresh
+// database, creates one merchant, and runs -conns clients that each POST
+// /v1/invoices with a new Idempotency-Key as fast as the API answers, for
+// -duration after -warmup. It prints creations per second and the p50, p99
+// and maximum latency of the measured requests, then checks the database:
+// as many invoices as 201s, and derivation indexes 0…n-1 with no gap.
+//
+// The database: -db names a PostgreSQL server (a URL whose user may create
+// databases); the program creates a database on it for the run and drops it
+// afterwards. Without -db (and without DATABASE_URL) it starts a private
+// throwaway server (initdb and pg_ctl in a temporary directory, on a free
+// loopback port, with pgtest's settings: fsync and synchronous_commit off)
+// and stops it on exit.
+//
+//	go run ./invoice/cmd/invoice-load -duration 10s
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	_ "github.com/lib/pq"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("invoice-load", flag.ContinueOnError)
+	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (a database is created on it for the run); empty: start a private server")
+	duration := fs.Duration("duration", 10*time.Second, "length of the measured phase")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured load before the measured phase")
+	conns := fs.Int("conns", 16, "concurrent clients, one request in flight each")
+	pool := fs.Int("pool", 16, "PostgreSQL connection pool size of the API")
+	params := fs.String("params", "", "extra connection parameters for the API's pool, e.g. binary_parameters=yes")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *conns < 1 || *pool < 1 || *duration <= 0 {
+		return errors.New("-conns, -pool and -duration must be positive")
+	}
+
+	admin := *dbURL
+	pgPID := 0 // the private server's postmaster, whose CPU time we count
+	if admin == "" {
+		srv, err := startServer()
+		if err != nil {
+			return fmt.Errorf("start a private PostgreSQL: %w", err)
+		}
+		defer srv.stop()
+		admin = srv.url
+		pgPID = srv.pid()
+		fmt.Fprintf(stdout, "database: private PostgreSQL server (fsync=off, synchronous_commit=off)\n")
+	} else {
+		fmt.Fprintf(stdout, "database: server from -db\n")
+	}
+	if *params != "" {
+		admin = addParams(admin, *params)
+	}
+	dbu, drop, err := freshDatabase(admin)
+	if err != nil {
+		return err
+	}
+	defer drop()
+
+	st, err := postgres.Open(ctx, dbu, postgres.Config{MaxOpenConns: *pool})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	svc, err := newService(st)
+	if err != nil {
+		return err
+	}
+	merchant, err := svc.CreateMerchant(ctx, invoice.MerchantParams{Name: "load",
+		SettlementAddress: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	server := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go server.Serve(ln)
+	defer server.Close()
+	target := "http://" + ln.Addr().String() + "/v1/invoices"
+
+	fmt.Fprintf(stdout, "machine: %d CPUs (GOMAXPROCS %d), load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Fprintf(stdout, "load: %d clients, API pool %d connections, warm-up %s, measured %s\n", *conns, *pool, *warmup, *duration)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conns, MaxConnsPerHost: *conns, DisableCompression: true}}
+	warm, err := phase(ctx, client, target, merchant.APIKey, "warm", *conns, *warmup)
+	if err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	selfBefore, pgBefore := selfCPU(), pgCPU(pgPID)
+	res, err := phase(ctx, client, target, merchant.APIKey, "run", *conns, *duration)
+	selfUsed, pgUsed := selfCPU()-selfBefore, pgCPU(pgPID)-pgBefore
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	slices.Sort(res.latencies)
+	n := len(res.latencies)
+	if n == 0 {
+		return errors.New("no invoice was created")
+	}
+	fmt.Fprintf(stdout, "created %d invoices in %s: %.0f invoices/s\n", n, res.elapsed.Round(time.Millisecond), float64(n)/res.elapsed.Seconds())
+	fmt.Fprintf(stdout, "latency p50 %s  p99 %s  max %s\n", pct(res.latencies, 50), pct(res.latencies, 99), res.latencies[n-1].Round(10*time.Microsecond))
+	perInvoice := func(d time.Duration) string { return (d / time.Duration(n)).Round(time.Microsecond).String() }
+	fmt.Fprintf(stdout, "CPU per invoice: %s in this process (API and load clients)", perInvoice(selfUsed))
+	if pgPID != 0 {
+		fmt.Fprintf(stdout, ", %s in PostgreSQL", perInvoice(pgUsed))
+	}
+	fmt.Fprintln(stdout)
+
+	// The database agrees: one invoice per 201, indexes without a gap.
+	counts, err := st.CountInvoicesByStatus(ctx)
+	if err != nil {
+		return err
+	}
+	total := warm.created + res.created
+	next, err := st.NextDerivationIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if counts[store.StatusPending] != total || int64(next) != total {
+		return fmt.Errorf("database check failed: %d invoices and next index %d for %d created", counts[store.StatusPending], next, total)
+	}
+	fmt.Fprintf(stdout, "check: %d invoices in the database, derivation indexes 0…%d without a gap\n", total, total-1)
+	return nil
+}
+
+func newService(st *postgres.Store) (*invoice.Service, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	creds, err := invoice.NewCredentials(secret)
+	if err != nil {
+		return nil, err
+	}
+	m, err := hdwallet.ParseMnemonic("test test test test test test test test test test test junk")
+	if err != nil {
+		return nil, err
+	}
+	w, err := hdwallet.NewWallet(m, "")
+	if err != nil {
+		return nil, err
+	}
+	return invoice.New(st, creds, w.Deriver(), 1337, invoice.Config{})
+}
+
+type phaseResult struct {
+	latencies []time.Duration // of the measured phase only
+	elapsed   time.Duration
+	created   int64
+}
+
+var keySeq atomic.Int64
+
+// phase runs conns clients for d. In the warm phase it counts creations
+// without keeping latencies.
+func phase(ctx context.Context, client *http.Client, target, apiKey, name string, conns int, d time.Duration) (phaseResult, error) {
+	body := []byte(`{"amount_wei":"1500000000000000000","order_id":"load"}`)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		all      []time.Duration
+		firstErr error
+		created  atomic.Int64
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Now().Before(deadline) {
+				req, _ := http.NewRequestWithContext(ctx, "POST", target, bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+apiKey)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", name+"-"+strconv.FormatInt(keySeq.Add(1), 10))
+				t := time.Now()
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusCreated {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				created.Add(1)
+				if name != "warm" {
+					mine = append(mine, time.Since(t))
+				}
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return phaseResult{}, fmt.Errorf("%s phase: %w", name, firstErr)
+	}
+	return phaseResult{latencies: all, elapsed: elapsed, created: created.Load()}, nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	i = min(max(i-1, 0), len(sorted)-1)
+	return sorted[i].Round(10 * time.Microsecond)
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil || len(b) < 14 {
+		return "unknown"
+	}
+	return string(bytes.Join(bytes.Fields(b)[:3], []byte(" ")))
+}
+
+// addParams appends query parameters to a postgres:// URL.
+func addParams(u, params string) string {
+	if strings.Contains(u, "?") {
+		return u + "&" + params
+	}
+	return u + "?" + params
+}
+
+// freshDatabase creates a database on the server at admin and returns its
+// URL and a function that drops it.
+func freshDatabase(admin string) (string, func(), error) {
+	db, err := sql.Open("postgres", admin)
+	if err != nil {
+		return "", nil, err
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "evmpay_load_" + hex.EncodeToString(b)
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	drop := func() {
+		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+		db.Close()
+	}
+	u, err := url.Parse(admin)
+	if err != nil || u.Scheme == "" {
+		return admin + " dbname=" + name, drop, nil
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
+
+// pgServer is a private PostgreSQL server in a temporary directory.
+type pgServer struct {
+	dir, bin, url string
+	runAs         *syscall.Credential
+}
+
+func startServer() (*pgServer, error) {
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "evmpay-load-pg-")
+	if err != nil {
+		return nil, err
+	}
+	s := &pgServer{dir: dir, bin: bin}
+	if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		s.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=128MB", port, dir)
+	if out, err := s.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
+	}
+	s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	return s, nil
+}
+
+// pid returns the postmaster's process id (0 if unknown).
+func (s *pgServer) pid() int {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
+	return pid
+}
+
+// selfCPU is this process's user and system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pgCPU sums the CPU time of the postmaster and its children (the
+// backends), read from /proc; 0 when unknown.
+func pgCPU(postmaster int) time.Duration {
+	if postmaster == 0 {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid … utime(14) stime(15).
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(f[1]))
+		if pid != postmaster && ppid != postmaster {
+			continue
+		}
+		ut, _ := strconv.ParseInt(string(f[11]), 10, 64)
+		st, _ := strconv.ParseInt(string(f[12]), 10, 64)
+		ticks += ut + st
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+func (s *pgServer) stop() {
+	_, _ = s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
+	os.RemoveAll(s.dir)
+}
+
+func (s *pgServer) run(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Dir = s.dir
+	if s.runAs != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.runAs}
+	}
+	return cmd.CombinedOutput()
+}
+
+func findBin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		return filepath.Dir(p), nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) > 0 {
+		slices.Sort(matches)
+		return filepath.Dir(matches[len(matches)-1]), nil
+	}
+	return "", errors.New("initdb not found (install the PostgreSQL server, or pass -db)")
+}
