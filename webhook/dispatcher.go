@@ -299,6 +299,16 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 	d.held += len(jobs)
 	d.schedule()
 	d.mu.Unlock()
+	// More may be due: the batch was full, or a merchant's cap cut it
+	// short (that merchant is now left out, so the next claim reaches the
+	// others at once instead of after PollInterval).
+	perMerchant := map[int64]int{}
+	for _, del := range ds {
+		perMerchant[del.MerchantID]++
+		if perMerchant[del.MerchantID] >= 2*d.cfg.PerEndpoint {
+			return true, nil
+		}
+	}
 	return len(ds) == limit, nil
 }
 
