@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// paydBinary builds payd once for the tests that run it as processes.
+func paydBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "payd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "payd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+// process is a payd process whose output the test keeps.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  syncBuffer
+}
+
+func startProcess(t *testing.T, name string, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, cmd: exec.Command(paydBinary(t), args...)}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout = &p.out
+	p.cmd.Stderr = &p.out
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil && !t.Failed() {
+				t.Errorf("%s did not exit cleanly on SIGINT: %v\n%s", p.name, err, p.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			t.Errorf("%s did not stop within 30 s of SIGINT", p.name)
+		}
+		if t.Failed() {
+			t.Logf("--- %s output (tail) ---\n%s", p.name, tail(p.out.String(), 40))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func writeSecret(t *testing.T, dir, name, value string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(value+"\n"), 0o600))
+	return path
+}
+
+// TestServe_RolesInSeparateProcesses runs production mode against
+// PostgreSQL and `payd devchain`, with the API, the gateway and the workers
+// in three processes, and follows a payment from invoice to merchant.
+func TestServe_RolesInSeparateProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	secrets := t.TempDir()
+
+	m, err := hdwallet.GenerateMnemonic(24)
+	require.NoError(t, err)
+	funder, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	secretEnv := []string{
+		"PAY_MNEMONIC_FILE=" + writeSecret(t, secrets, "mnemonic", m.Phrase()),
+		"PAY_SECRET_KEY_FILE=" + writeSecret(t, secrets, "secret-key", hex.EncodeToString(crypto.Keccak256([]byte(t.Name())))),
+		"GAS_FUNDER_PRIVATE_KEY_FILE=" + writeSecret(t, secrets, "funder", hex.EncodeToString(crypto.FromECDSA(funder))),
+		"PAY_ADMIN_TOKEN_FILE=" + writeSecret(t, secrets, "admin-token", "operator-token-for-tests"),
+	}
+
+	chainAddr := freeAddr(t)
+	// Only the gas funder is funded: the sweep wallet starts empty and is
+	// topped up by it.
+	startProcess(t, "devchain", nil, "devchain", "--chain-rpc", chainAddr,
+		"--fund", crypto.PubkeyToAddress(funder.PublicKey).Hex())
+	env := append([]string{"DATABASE_URL=" + dbURL, "RPC_URL=http://" + chainAddr, "CHAIN_ID=1337"}, secretEnv...)
+
+	waitRPC(t, "http://"+chainAddr)
+	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	startProcess(t, "api", env, "serve", "--roles", "api", "--http", apiAddr)
+	startProcess(t, "gateway", env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr)
+	startProcess(t, "workers", env, "serve", "--roles", "settlement,sweep,webhooks", "--http", workAddr)
+	for _, a := range []string{apiAddr, gwAddr, workAddr} {
+		waitHTTP(t, "http://"+a+"/readyz", 90*time.Second)
+	}
+
+	recv := newReceiver(t)
+	settle, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	create := exec.Command(paydBinary(t), "merchants", "create", "--webhook-url", recv.srv.URL+"/hooks",
+		"--settlement-address", crypto.PubkeyToAddress(settle.PublicKey).Hex(), "--name", "shop")
+	create.Env = append(os.Environ(), env...)
+	out, err := create.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	key := regexp.MustCompile(`api_key=(\S+)`).FindSubmatch(out)
+	secret := regexp.MustCompile(`webhook_secret=(\S+)`).FindSubmatch(out)
+	require.NotNil(t, key, "%s", out)
+	require.NotNil(t, secret, "%s", out)
+	recv.setSecret(string(secret[1]))
+
+	payFlow(t, ctx, apiClient{t: t, base: "http://" + apiAddr, key: string(key[1])}, chainAddr, recv)
+}
+
+// waitRPC waits until a JSON-RPC node answers eth_chainId.
+func waitRPC(t *testing.T, url string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := httpPostJSON(url, `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`)
+		return err == nil && strings.Contains(resp, "0x539")
+	}, 60*time.Second, 200*time.Millisecond, "dev chain at %s never answered", url)
+}
+
+func httpPostJSON(url, body string) (string, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	_, err = bufio.NewReader(resp.Body).WriteTo(&sb)
+	return sb.String(), err
+}
