@@ -323,3 +323,5 @@ func (e *env) events(invoiceID int64) []string {
 }
 
 func randHash() common.Hash { return common.BytesToHash(randBytes(32)) }
+
+func big0() *big.Int { return new(big.Int) }

@@ -1,0 +1,110 @@
+package sweep
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+func TestAdminHandler_Errors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, onSQLite())
+	s := e.sweeper(Config{OperatorToken: operatorToken})
+	h := s.AdminHandler()
+
+	problemOf := func(rec *httptest.ResponseRecorder) problem {
+		t.Helper()
+		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+		var p problem
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+		require.Equal(t, rec.Code, p.Status)
+		return p
+	}
+	for _, c := range []struct {
+		name, token, body string
+		status            int
+		code              string
+	}{
+		{"no token", "", "", http.StatusUnauthorized, "unauthorized"},
+		{"wrong token", "op_wrong", "", http.StatusUnauthorized, "unauthorized"},
+		{"token prefix", operatorToken[:5], "", http.StatusUnauthorized, "unauthorized"},
+		{"not JSON", operatorToken, "invoice_ids=1", http.StatusBadRequest, "invalid_request"},
+		{"unknown field", operatorToken, `{"ids":[1]}`, http.StatusBadRequest, "invalid_request"},
+		{"empty list", operatorToken, `{"invoice_ids":[]}`, http.StatusBadRequest, "invalid_request"},
+		{"negative id", operatorToken, `{"invoice_ids":[-1]}`, http.StatusBadRequest, "invalid_request"},
+		{"two objects", operatorToken, `{} {}`, http.StatusBadRequest, "invalid_request"},
+		{"too big", operatorToken, `{"invoice_ids":[` + strings.Repeat("1,", 40000) + `1]}`, http.StatusBadRequest, "invalid_request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := retryRequest(t, h, c.token, c.body)
+			require.Equal(t, c.status, rec.Code, rec.Body.String())
+			require.Equal(t, c.code, problemOf(rec).Code)
+			if c.status == http.StatusUnauthorized {
+				require.Contains(t, rec.Header().Get("WWW-Authenticate"), "Bearer")
+			}
+		})
+	}
+
+	t.Run("GET", func(t *testing.T) {
+		req := httptest.NewRequest(http.MethodGet, RetryPath, nil)
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+		require.Equal(t, "method_not_allowed", problemOf(rec).Code)
+		require.Equal(t, http.MethodPost, rec.Header().Get("Allow"))
+	})
+	t.Run("unknown path", func(t *testing.T) {
+		req := httptest.NewRequest(http.MethodPost, "/v1/admin/sweeps/other", nil)
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusNotFound, rec.Code)
+		require.Equal(t, "not_found", problemOf(rec).Code)
+	})
+	t.Run("no token configured", func(t *testing.T) {
+		rec := retryRequest(t, e.sweeper(Config{}).AdminHandler(), "", "")
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+		require.Equal(t, "admin_disabled", problemOf(rec).Code)
+	})
+	t.Run("mounted on a host mux", func(t *testing.T) {
+		mux := http.NewServeMux()
+		mux.Handle("/v1/admin/sweeps/", h)
+		rec := retryRequest(t, mux, operatorToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"requeued":[],"skipped":[],"truncated":false}`, rec.Body.String())
+	})
+}
+
+func TestRetry_RequeuesOnlyTheFailedOnesAsked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sweepWalletBalance(big0()))
+	invs := e.confirmedInvoices(3, eth(1))
+	s, err := New(e.st, e.client, Keys{Deposits: e.wallet, Wallet: NewKeySigner(e.sweepKey)},
+		Config{OperatorToken: operatorToken, Now: e.clock.Now})
+	require.NoError(t, err)
+	require.NoError(t, s.RunOnce(ctx))
+	require.True(t, e.all(ids(invs), store.SweepFailed)())
+
+	rec := retryRequest(t, s.AdminHandler(), operatorToken, `{"invoice_ids":[`+itoa(invs[1].ID)+`]}`)
+	require.Equal(t, http.StatusOK, rec.Code)
+	var res RetryResult
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
+	require.Equal(t, []Requeued{{InvoiceID: invs[1].ID, PreviousError: ReasonInsufficientGas}}, res.Requeued)
+	require.Equal(t, store.SweepFailed, e.invoice(invs[0].ID).SweepStatus)
+	require.Equal(t, store.SweepQueued, e.invoice(invs[1].ID).SweepStatus)
+	require.Equal(t, store.SweepFailed, e.invoice(invs[2].ID).SweepStatus)
+
+	// Without ids: every FAILED sweep.
+	res, err = s.Retry(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, res.Requeued, 2)
+	require.False(t, res.Truncated)
+	require.True(t, e.all(ids(invs), store.SweepQueued)())
+}
