@@ -28,6 +28,13 @@ type SettlementStore interface {
 	// still at old (same block number and hash); old nil means the cursor
 	// must not exist yet. ErrConflict otherwise: another writer moved it.
 	CompareAndSetCursor(ctx context.Context, name string, old *Cursor, next Cursor) error
+	// ListInvoiceTxsInBlock returns the transactions of block number whose
+	// recipient is an invoice's deposit address, with that invoice's id, in
+	// index order. Unlike a join that the planner may turn into a scan of
+	// every invoice, it probes the deposit-address index once per
+	// transaction of the block: its cost does not grow with the number of
+	// invoices.
+	ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]InvoiceTx, error)
 	// EarliestBlock returns the lowest indexed block; ErrNotFound if none.
 	EarliestBlock(ctx context.Context) (Block, error)
 	// GetInvoicesForUpdate reads the invoices with these ids, by id, and on
@@ -37,6 +44,20 @@ type SettlementStore interface {
 	// ListPaymentsByInvoices returns the payments of these invoices,
 	// ordered by invoice id, block number and id.
 	ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]Payment, error)
+	// InsertPayments records payments in bulk (COPY on PostgreSQL). It does
+	// not set their ids. ErrConflict when one (tx hash, log index) is
+	// already recorded; use inside InTx, which then rolls back.
+	InsertPayments(ctx context.Context, ps []Payment) error
+	// UpdateInvoiceStates writes the fields settlement owns — status,
+	// paid_wei, underpaid, overpaid, paid_late, needs_attention, paid_at,
+	// confirmed_at, sweep_status and updated_at — of each invoice whose
+	// version still matches, in one statement on PostgreSQL, and increments
+	// each Version. ErrConflict when any invoice changed since it was read;
+	// use inside InTx, which then rolls back the others.
+	UpdateInvoiceStates(ctx context.Context, invs []*Invoice) error
+	// InsertEvents writes outbox events in bulk (COPY on PostgreSQL). It
+	// does not set their ids.
+	InsertEvents(ctx context.Context, evs []Event) error
 	// ListConfirmable returns the ids of up to limit PAID invoices none of
 	// whose payments is in a block above maxBlock, by id: the invoices
 	// whose confirmations must be recomputed when the head reaches

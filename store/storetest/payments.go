@@ -16,8 +16,13 @@ func settlementTests() []test {
 		{"Payment_InsertListDelete", testPayments},
 		{"Settlement_CursorCompareAndSet", testCursorCAS},
 		{"Settlement_EarliestBlock", testEarliestBlock},
+		{"Settlement_InvoiceTxsInBlock", testInvoiceTxsInBlock},
 		{"Settlement_InvoicesForUpdateAndPaymentsInBatch", testSettlementBatchReads},
 		{"Settlement_ListConfirmable", testListConfirmable},
+		{"Settlement_InsertPaymentsInBulk", testInsertPayments},
+		{"Settlement_UpdateInvoiceStates", testUpdateInvoiceStates},
+		{"Settlement_UpdateInvoiceStates_StaleVersionConflictsAndRollsBack", testUpdateInvoiceStatesConflict},
+		{"Settlement_InsertEventsInBulk", testInsertEvents},
 		{"Settlement_SettledBlocks", testSettledBlocks},
 		{"Settlement_PendingInvoiceTxs", testPendingInvoiceTxs},
 		{"Settlement_UnsweptConfirmed", testUnsweptConfirmed},
@@ -103,6 +108,34 @@ func testCursorCAS(t *testing.T, st store.Store) {
 	require.NoError(t, st.CompareAndSetCursor(ctx, name, &got, back))
 	_, err = st.GetCursor(ctx, store.CursorIndexer)
 	require.ErrorIs(t, err, store.ErrNotFound, "other cursors untouched")
+}
+
+func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID)
+	blocks, txs := chainOf(7, 2, 5, randHash())
+	txs[1].To = &a.DepositAddress
+	txs[3].To = &b.DepositAddress
+	txs[4].To = &a.DepositAddress
+	txs[6].To = &b.DepositAddress // block 8
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	got, err := st.ListInvoiceTxsInBlock(ctx, 7)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []int64{a.ID, b.ID, a.ID}, []int64{got[0].InvoiceID, got[1].InvoiceID, got[2].InvoiceID})
+	require.Equal(t, txs[3].Hash, got[1].Hash)
+	require.Equal(t, txs[3].From, got[1].From)
+	require.Equal(t, blocks[0].Hash, got[1].BlockHash)
+	require.Equal(t, b.DepositAddress, *got[1].To)
+	require.Equal(t, 3, got[1].Index)
+	require.Equal(t, maxUint256(), got[1].ValueWei)
+	got, err = st.ListInvoiceTxsInBlock(ctx, 8)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	none, err := st.ListInvoiceTxsInBlock(ctx, 9)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }
 
 func testEarliestBlock(t *testing.T, st store.Store) {
@@ -277,4 +310,121 @@ func testUnsweptConfirmed(t *testing.T, st store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{older.ID}, invoiceIDs(invs))
 	_ = recent
+}
+
+func testInsertPayments(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID)
+	ps := []store.Payment{
+		{InvoiceID: a.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex, BlockNumber: 9, BlockHash: randHash(),
+			From: randAddr(), AmountWei: maxUint256(), Late: true, CreatedAt: now()},
+		{InvoiceID: b.ID, TxHash: randHash(), LogIndex: 2, BlockNumber: 9, BlockHash: randHash(),
+			From: randAddr(), AmountWei: store.NewAmount(5), CreatedAt: now()},
+	}
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.InsertPayments(ctx, ps) }))
+	require.NoError(t, st.InsertPayments(ctx, nil))
+	got, err := st.ListPaymentsByInvoice(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NotZero(t, got[0].ID)
+	want := ps[0]
+	want.ID = got[0].ID
+	require.True(t, want.CreatedAt.Equal(got[0].CreatedAt))
+	want.CreatedAt = got[0].CreatedAt
+	require.Equal(t, want, got[0])
+
+	dup := []store.Payment{ps[1]}
+	dup[0].BlockNumber = 10
+	err = st.InTx(ctx, func(tx store.Tx) error { return tx.InsertPayments(ctx, dup) })
+	require.ErrorIs(t, err, store.ErrConflict)
+	got, err = st.ListPaymentsByInvoice(ctx, b.ID)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 9, got[0].BlockNumber)
+}
+
+func testUpdateInvoiceStates(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	var invs []*store.Invoice
+	for i := 0; i < 3; i++ {
+		inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Description = "keep" })
+		invs = append(invs, &inv)
+	}
+	paidAt := now().Add(time.Minute)
+	invs[0].Status, invs[0].PaidWei, invs[0].Overpaid, invs[0].PaidAt = store.StatusPaid, maxUint256(), true, &paidAt
+	invs[1].Status, invs[1].SweepStatus, invs[1].ConfirmedAt = store.StatusConfirmed, store.SweepQueued, &paidAt
+	invs[1].PaidAt = &paidAt
+	invs[2].Underpaid, invs[2].PaidLate, invs[2].NeedsAttention = true, true, true
+	invs[2].PaidWei = store.NewAmount(1)
+	for _, inv := range invs {
+		inv.UpdatedAt = paidAt
+		inv.Description = "ignored: not a settlement field"
+	}
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.UpdateInvoiceStates(ctx, invs) }))
+	require.NoError(t, st.UpdateInvoiceStates(ctx, nil))
+	for _, inv := range invs {
+		require.EqualValues(t, 2, inv.Version, "versions bumped")
+		got, err := st.GetInvoice(ctx, inv.ID)
+		require.NoError(t, err)
+		require.Equal(t, inv.Version, got.Version)
+		require.Equal(t, inv.Status, got.Status)
+		require.Equal(t, inv.PaidWei, got.PaidWei)
+		require.Equal(t, inv.Underpaid, got.Underpaid)
+		require.Equal(t, inv.Overpaid, got.Overpaid)
+		require.Equal(t, inv.PaidLate, got.PaidLate)
+		require.Equal(t, inv.NeedsAttention, got.NeedsAttention)
+		require.Equal(t, inv.SweepStatus, got.SweepStatus)
+		requireTimePtr(t, inv.PaidAt, got.PaidAt)
+		requireTimePtr(t, inv.ConfirmedAt, got.ConfirmedAt)
+		requireTime(t, paidAt, got.UpdatedAt)
+		require.Equal(t, "keep", got.Description)
+	}
+	// A stale version is refused by UpdateInvoice too: the versions are shared.
+	stale := *invs[0]
+	stale.Version = 1
+	require.ErrorIs(t, st.UpdateInvoice(ctx, &stale), store.ErrConflict)
+}
+
+func testUpdateInvoiceStatesConflict(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID)
+	other := b
+	other.SweepStatus = store.SweepSent // another writer (the sweep) got there first
+	require.NoError(t, st.UpdateInvoice(ctx, &other))
+
+	a.Status, b.Status = store.StatusPaid, store.StatusPaid
+	err := st.InTx(ctx, func(tx store.Tx) error { return tx.UpdateInvoiceStates(ctx, []*store.Invoice{&a, &b}) })
+	require.ErrorIs(t, err, store.ErrConflict)
+	got, err := st.GetInvoice(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status, "rolled back with the transaction")
+	got, err = st.GetInvoice(ctx, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.SweepSent, got.SweepStatus)
+	require.Equal(t, store.StatusPending, got.Status)
+}
+
+func testInsertEvents(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	e1, err := store.NewInvoiceEvent(store.EventInvoicePaid, inv, now())
+	require.NoError(t, err)
+	e2, err := store.NewInvoiceEvent(store.EventInvoiceConfirmed, inv, now().Add(time.Second))
+	require.NoError(t, err)
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.InsertEvents(ctx, []store.Event{e1, e2}) }))
+	require.NoError(t, st.InsertEvents(ctx, nil))
+	evs, err := st.ListEventsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.Equal(t, store.EventInvoicePaid, evs[0].Type)
+	require.Equal(t, store.EventInvoiceConfirmed, evs[1].Type)
+	require.Equal(t, m.ID, evs[1].MerchantID)
+	require.JSONEq(t, string(e2.Data), string(evs[1].Data))
+	requireTime(t, e2.CreatedAt, evs[1].CreatedAt)
+	require.Nil(t, evs[0].DispatchedAt)
+	claimed, err := st.ClaimUndispatchedEvents(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 2, "bulk events are in the outbox like any other")
 }

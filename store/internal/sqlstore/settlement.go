@@ -43,6 +43,18 @@ func casResult(res interface{ RowsAffected() (int64, error) }, name string) erro
 	return nil
 }
 
+// ListInvoiceTxsInBlock implements store.SettlementStore. The invoice id
+// is a correlated subquery (a unique-index probe per transaction of the
+// block) rather than a join, so that no plan ever scans the invoices.
+func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]store.InvoiceTx, error) {
+	var ts []store.InvoiceTx
+	err := s.sel(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
+			FROM transactions t WHERE t.block_number = ? AND t.to_address IS NOT NULL
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, number)
+	return ts, err
+}
+
 // EarliestBlock implements store.SettlementStore.
 func (s *Store) EarliestBlock(ctx context.Context) (store.Block, error) {
 	var b store.Block
