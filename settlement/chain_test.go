@@ -307,7 +307,7 @@ func TestChain_PaymentReincludedAfterReorg_CountedOnce(t *testing.T) {
 // written, before commit) and a restart: every payment counted once, every
 // event once.
 func TestChain_CrashInTheMiddleOfABlock_RestartCountsOnce(t *testing.T) {
-	for _, step := range []string{"block.payments", "block.invoice", "block.commit", "block.committed"} {
+	for _, step := range []string{"block.payments", "block.invoice", "block.events", "block.commit", "block.committed"} {
 		t.Run(step, func(t *testing.T) {
 			e := newChainEnv(t)
 			a, b := e.invoice(eth(1000)), e.invoice(eth(1000))

@@ -144,9 +144,10 @@ func TestCrash_AtEveryStep_RestartCountsEachPaymentAndEventOnce(t *testing.T) {
 				require.Equal(t, want, got, "crash at step %d (%s)", k, hook.failed)
 				require.Equal(t, wantCursor, cursor, "crash at step %d (%s)", k, hook.failed)
 			}
-			for _, s := range []string{"block.cursor", "block.payments", "block.invoice", "block.commit",
-				"block.committed", "revert.cursor", "revert.payments", "revert.invoice", "revert.commit",
-				"confirm.invoice", "confirm.commit", "expire.invoice", "expire.commit"} {
+			for _, s := range []string{"block.cursor", "block.payments", "block.invoice", "block.events",
+				"block.commit", "block.committed", "revert.cursor", "revert.payments", "revert.invoice",
+				"revert.events", "revert.commit", "confirm.invoice", "confirm.events", "confirm.commit",
+				"expire.invoice", "expire.events", "expire.commit"} {
 				require.True(t, steps[s], "a crash was injected at %s", s)
 			}
 		})

@@ -187,7 +187,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		if err := s.step("block.cursor"); err != nil {
 			return err
 		}
-		txs, err := tx.ListTxsToInvoices(ctx, n)
+		txs, err := tx.ListInvoiceTxsInBlock(ctx, n)
 		if err != nil {
 			return err
 		}
@@ -216,31 +216,31 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 				return err
 			}
 			paid := groupPayments(existing)
+			var fresh []store.Payment
 			for _, inv := range invs {
-				all := paid[inv.ID]
 				late := inv.Status == store.StatusExpired
 				for _, t := range byInvoice[inv.ID] {
 					p := store.Payment{InvoiceID: inv.ID, TxHash: t.Hash, LogIndex: store.NativeLogIndex,
 						BlockNumber: n, BlockHash: b.Hash, From: t.From, AmountWei: t.ValueWei,
 						Late: late, CreatedAt: now}
-					if err := tx.InsertPayment(ctx, &p); err != nil {
-						return fmt.Errorf("record payment %s to invoice %d: %w", t.Hash, inv.ID, err)
-					}
-					all = append(all, p)
-					payments++
+					fresh = append(fresh, p)
+					paid[inv.ID] = append(paid[inv.ID], p)
 				}
-				if err := s.step("block.payments"); err != nil {
-					return err
-				}
-				updated, event := applyPayments(inv, all, now, s.cfg.LateWindow)
-				c, err := s.write(ctx, tx, inv, updated, event, now)
-				if err != nil {
-					return err
-				}
-				changes = append(changes, c)
-				if err := s.step("block.invoice"); err != nil {
-					return err
-				}
+			}
+			if err := tx.InsertPayments(ctx, fresh); err != nil {
+				return fmt.Errorf("record payments: %w", err)
+			}
+			payments = len(fresh)
+			if err := s.step("block.payments"); err != nil {
+				return err
+			}
+			var w writes
+			for _, inv := range invs {
+				updated, event := applyPayments(inv, paid[inv.ID], now, s.cfg.LateWindow)
+				w.add(inv, updated, event)
+			}
+			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
+				return err
 			}
 		}
 		if err := tx.InsertSettledBlock(ctx, n, b.Hash); err != nil {
@@ -282,22 +282,53 @@ func groupPayments(ps []store.Payment) map[int64][]store.Payment {
 	return out
 }
 
-// write stores the updated invoice and its event in tx. UpdateInvoice's
-// version check guards against a writer that did not lock the row: on
-// ErrConflict the whole transaction rolls back and the work is retried
-// from a fresh read.
-func (s *Settler) write(ctx context.Context, tx store.Tx, old, updated store.Invoice, event string, now time.Time) (change, error) {
-	if err := tx.UpdateInvoice(ctx, &updated); err != nil {
-		return change{}, fmt.Errorf("update invoice %d: %w", old.ID, err)
+// writes are the invoice changes of one transaction.
+type writes struct {
+	old     []store.Invoice
+	updated []*store.Invoice
+	events  []string
+}
+
+func (w *writes) add(old, updated store.Invoice, event string) {
+	if event == "" {
+		return
 	}
-	ev, err := store.NewInvoiceEvent(event, updated, now)
-	if err != nil {
-		return change{}, err
+	w.old = append(w.old, old)
+	w.updated = append(w.updated, &updated)
+	w.events = append(w.events, event)
+}
+
+// write stores the updated invoices and their events in tx, in bulk.
+// UpdateInvoiceStates checks every version: a writer that changed an
+// invoice without locking its row makes it fail with ErrConflict, the
+// whole transaction rolls back and the work is retried from a fresh read.
+func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes, now time.Time) ([]change, error) {
+	if len(w.updated) == 0 {
+		return nil, nil
 	}
-	if err := tx.InsertEvent(ctx, &ev); err != nil {
-		return change{}, fmt.Errorf("event %s for invoice %d: %w", event, old.ID, err)
+	if err := tx.UpdateInvoiceStates(ctx, w.updated); err != nil {
+		return nil, fmt.Errorf("update invoices: %w", err)
 	}
-	return change{invoiceID: old.ID, from: old.Status, to: updated.Status, event: event}, nil
+	if err := s.step(step + ".invoice"); err != nil {
+		return nil, err
+	}
+	evs := make([]store.Event, len(w.updated))
+	changes := make([]change, len(w.updated))
+	for i, inv := range w.updated {
+		ev, err := store.NewInvoiceEvent(w.events[i], *inv, now)
+		if err != nil {
+			return nil, err
+		}
+		evs[i] = ev
+		changes[i] = change{invoiceID: inv.ID, from: w.old[i].Status, to: inv.Status, event: w.events[i]}
+	}
+	if err := tx.InsertEvents(ctx, evs); err != nil {
+		return nil, fmt.Errorf("write events: %w", err)
+	}
+	if err := s.step(step + ".events"); err != nil {
+		return nil, err
+	}
+	return changes, nil
 }
 
 // record counts and logs committed changes.
@@ -395,16 +426,13 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 			return err
 		}
 		left := groupPayments(remaining)
+		var w writes
 		for _, inv := range invs {
 			updated, event := applyRevert(inv, left[inv.ID], now)
-			c, err := s.write(ctx, tx, inv, updated, event, now)
-			if err != nil {
-				return err
-			}
-			changes = append(changes, c)
-			if err := s.step("revert.invoice"); err != nil {
-				return err
-			}
+			w.add(inv, updated, event)
+		}
+		if changes, err = s.write(ctx, tx, "revert", w, now); err != nil {
+			return err
 		}
 		return s.step("revert.commit")
 	})
@@ -501,19 +529,13 @@ func (s *Settler) batch(ctx context.Context, ids []int64, name string,
 			return err
 		}
 		paid := groupPayments(ps)
+		var w writes
 		for _, inv := range invs {
 			updated, event := rule(inv, paid[inv.ID], now)
-			if event == "" {
-				continue
-			}
-			c, err := s.write(ctx, tx, inv, updated, event, now)
-			if err != nil {
-				return err
-			}
-			changes = append(changes, c)
-			if err := s.step(name + ".invoice"); err != nil {
-				return err
-			}
+			w.add(inv, updated, event)
+		}
+		if changes, err = s.write(ctx, tx, name, w, now); err != nil {
+			return err
 		}
 		return s.step(name + ".commit")
 	})
