@@ -48,7 +48,7 @@ type Config struct {
 	Jitter float64
 	// MaxAttempts is how many attempts a delivery gets (per run: a replay
 	// starts a new run); when the last one fails the delivery is
-	// permanently FAILED. Defaults to 8.
+	// permanently FAILED. At most 8 (DESIGN.md's limit). Defaults to 8.
 	MaxAttempts int
 	// MaxRetryAfter caps the delay a receiver may ask for with Retry-After
 	// on a 429 or 503 response. Defaults to 24 hours.
@@ -116,6 +116,7 @@ type Config struct {
 const (
 	defaultJitter        = 0.1
 	defaultMaxAttempts   = 8
+	maxAttempts          = 8
 	defaultMaxRetryAfter = 24 * time.Hour
 	defaultTimeout       = 15 * time.Second
 	defaultMaxResponse   = 4 << 10
@@ -163,8 +164,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Jitter > 1:
 		return errors.New("webhook: Jitter must be at most 1")
-	case c.MaxAttempts < 1:
-		return errors.New("webhook: MaxAttempts must be positive")
+	case c.MaxAttempts < 1 || c.MaxAttempts > maxAttempts:
+		return fmt.Errorf("webhook: MaxAttempts must be between 1 and %d", maxAttempts)
 	case c.MaxRetryAfter < 0:
 		return errors.New("webhook: MaxRetryAfter must not be negative")
 	case c.Timeout <= 0:
