@@ -209,6 +209,8 @@ func (s *Service) insertInvoice(ctx context.Context, m store.Merchant, key strin
 	if err != nil {
 		return response{}, err
 	}
+	s.log.DebugContext(ctx, "invoice created", slog.Int64("invoice_id", inv.ID), slog.Int64("merchant_id", m.ID),
+		slog.Uint64("derivation_index", uint64(inv.DerivationIndex)))
 	return response{status: http.StatusCreated, body: body, invoiceID: inv.ID}, nil
 }
 

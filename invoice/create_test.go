@@ -336,6 +336,7 @@ func TestCreateInvoice_InvalidBodies_400NamingTheField(t *testing.T) {
 		{"metadata array", `{"amount_wei":"1","metadata":[1]}`, "invalid_field", "metadata"},
 		{"metadata string", `{"amount_wei":"1","metadata":"x"}`, "invalid_field", "metadata"},
 		{"metadata too big", big, "invalid_field", "metadata"},
+		{"not UTF-8", "{\"amount_wei\":\"1\",\"metadata\":{\"k\":\"\xff\xfe\"}}", "invalid_json", ""},
 	}
 	for i, tc := range cases {
 		res := e.createInvoice(m.APIKey, fmt.Sprintf("k-%d", i), tc.body)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -81,6 +82,9 @@ func tooLarge(limit int64) *apiError {
 func members(body []byte, allowed ...string) (map[string]json.RawMessage, *apiError) {
 	invalid := func(detail string) *apiError {
 		return newError(http.StatusBadRequest, codeInvalidJSON, detail)
+	}
+	if !utf8.Valid(body) {
+		return nil, invalid("the request body must be UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
