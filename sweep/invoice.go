@@ -42,7 +42,7 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 			return outcome{}, err
 		}
 		if sweep.mined != nil {
-			return s.confirm(ctx, p, inv, sweep)
+			return s.confirm(p, sweep, fund)
 		}
 	}
 	if !inFlight {
@@ -63,23 +63,33 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 }
 
 // confirm finishes a sweep whose transaction is mined, once it has the
-// configured confirmations.
-func (s *Sweeper) confirm(ctx context.Context, p *pass, inv store.Invoice, sweep *slot) (outcome, error) {
+// configured confirmations. The dust is the gas money the sweep did not
+// spend, left at the deposit address: under the sponsor policy everything
+// the mined fundings brought minus the sweep's fee; under the deduct policy
+// gas limit × fee cap (kept back from the value) minus the fee.
+func (s *Sweeper) confirm(p *pass, sweep *slot, fund []*slot) (outcome, error) {
 	r := sweep.receipt
 	if r.Status != types.ReceiptStatusSuccessful {
 		return failWith(ReasonReverted), nil
 	}
-	block := r.BlockNumber.Uint64()
-	if p.number-block < s.cfg.Confirmations {
+	if block := r.BlockNumber.Uint64(); p.number-block < s.cfg.Confirmations {
 		return outcome{status: store.SweepSent, sweepErr: new(string)}, nil
 	}
-	// What stayed at the deposit address right after the sweep: unspent
-	// gas (fee cap above the price paid, and the remainder of the funding).
-	dust, err := s.chain.BalanceAt(ctx, inv.DepositAddress, r.BlockNumber)
-	if err != nil {
-		return outcome{}, err
+	mined := *sweep.mined
+	budget := new(big.Int)
+	for _, sl := range fund {
+		if sl.mined != nil {
+			budget.Add(budget, sl.mined.ValueWei.Big())
+		}
 	}
-	return outcome{swept: &sweptResult{tx: *sweep.mined, dust: amountOf(dust)}}, nil
+	if budget.Sign() == 0 {
+		budget = gasCost(mined.GasLimit, mined.MaxFeeWei.Big())
+	}
+	dust := budget.Sub(budget, mined.FeeWei.Big())
+	if dust.Sign() < 0 {
+		dust.SetInt64(0)
+	}
+	return outcome{swept: &sweptResult{tx: mined, dust: amountOf(dust)}}, nil
 }
 
 // precheck runs before anything is signed for an invoice. stop reports an
@@ -345,6 +355,18 @@ func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fin
 // sendSweep signs, stores and broadcasts the sweep from the deposit
 // address (or a replacement of replaces).
 func (s *Sweeper) sendSweep(ctx context.Context, p *pass, inv store.Invoice, seen fingerprint, to common.Address, value *big.Int, f fee, replaces *store.SweepTx) (outcome, error) {
+	if replaces == nil {
+		// A deposit address sends one transaction, at nonce 0. A used
+		// nonce means it was spent by someone else (or a sweep died with
+		// its nonce): never sign a second sweep.
+		n, err := s.nonceAt(ctx, p, inv.DepositAddress)
+		if err != nil {
+			return outcome{}, err
+		}
+		if n != 0 {
+			return failWith(ReasonDepositSpent), nil
+		}
+	}
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxSweep, invoiceID: &inv.ID, from: inv.DepositAddress, to: to,
 		value: value, fee: f, nonce: 0, sign: s.depositSigner(inv), replaces: replaces,

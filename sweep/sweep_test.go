@@ -153,3 +153,23 @@ func TestSweep_HundredInvoicesConfirmedInOneBlock_AllSweptWithDistinctNonces(t *
 	require.Equal(t, walletNonce+n, e.nonce(e.sweepWallet()))
 	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(n)))
 }
+
+func TestSweep_KeepsSettlementsConcurrentChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	s := e.sweeper(Config{Confirmations: 1})
+	require.NoError(t, s.RunOnce(ctx))
+
+	// Settlement touches the row between passes (a late extra payment).
+	cur := e.invoice(inv.ID)
+	cur.PaidLate, cur.Overpaid = true, true
+	require.NoError(t, e.st.UpdateInvoice(ctx, &cur))
+
+	e.drive(5, e.all([]int64{inv.ID}, store.SweepSwept), s)
+	got := e.invoice(inv.ID)
+	require.True(t, got.PaidLate)
+	require.True(t, got.Overpaid)
+	require.Equal(t, store.StatusSettled, got.Status)
+	require.Greater(t, got.Version, cur.Version)
+}
