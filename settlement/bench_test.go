@@ -3,6 +3,7 @@ package settlement
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,10 @@ func BenchmarkBlock(b *testing.B) {
 		require.NoError(b, s.sync(ctx, nil))
 		next := 0 // the next pending invoice to pay
 		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
-			var total time.Duration
+			var (
+				total time.Duration
+				each  []time.Duration
+			)
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				txs := make([]store.Transaction, 0, 1000)
@@ -52,9 +56,15 @@ func BenchmarkBlock(b *testing.B) {
 				if err := s.sync(ctx, nil); err != nil {
 					b.Fatal(err)
 				}
-				total += time.Since(start)
+				d := time.Since(start)
+				total += d
+				each = append(each, d)
 			}
-			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/block")
+			slices.Sort(each)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			b.ReportMetric(ms(total)/float64(b.N), "ms/block")
+			b.ReportMetric(ms(each[len(each)/2]), "p50-ms")
+			b.ReportMetric(ms(each[len(each)*95/100]), "p95-ms")
 			b.ReportMetric(0, "ns/op")
 		})
 		// Every payment was matched.
