@@ -203,3 +203,50 @@ func TestSweep_ReorgOfFundingTx_RebroadcastsTheStoredTx(t *testing.T) {
 	require.Equal(t, 1.0, metricValue(t, s.m.reorged.WithLabelValues(store.SweepTxFunding)))
 	require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
 }
+
+func TestSweep_ReplacementUnderpriced_BumpedThenRecoversWhenTheNonceIsTaken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	crashCtx, crash := context.WithCancel(ctx)
+	defer crash()
+	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
+	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
+	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
+	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+
+	// Another transaction with the same nonce and a much higher fee sits in
+	// the node's pool.
+	self := e.sweepWallet()
+	rival, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(1337), Nonce: stored.Nonce,
+		GasTipCap: new(big.Int).Mul(stored.MaxPriorityFeeWei.Big(), big.NewInt(3)),
+		GasFeeCap: new(big.Int).Mul(stored.MaxFeeWei.Big(), big.NewInt(3)), Gas: 21000, To: &self, Value: big.NewInt(0),
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.client.SendTransaction(ctx, rival))
+	e.clock.Advance(2 * time.Minute)
+
+	s2 := e.sweeper(Config{Confirmations: 1})
+	require.NoError(t, s2.RunOnce(ctx))
+	got := e.invoice(inv.ID)
+	require.Equal(t, ReasonReplacementUnderpriced, got.SweepError, "the node's refusal, mapped")
+	fs := e.sweepTxs(inv.ID, store.SweepTxFunding)
+	require.Len(t, fs, 2, "retried at once with a bumped fee")
+	requireBumped(t, fs[0], fs[1])
+	require.Equal(t, ReasonReplacementUnderpriced, fs[1].LastError)
+
+	// The rival is mined; one block later the funding is signed again with
+	// a new nonce and the sweep completes.
+	e.drive(8, e.all([]int64{inv.ID}, store.SweepSwept), s2)
+	fs = e.sweepTxs(inv.ID, store.SweepTxFunding)
+	last := fs[len(fs)-1]
+	require.Equal(t, store.SweepTxMined, last.Status)
+	require.Equal(t, stored.Nonce+1, last.Nonce)
+	for _, f := range fs[:len(fs)-1] {
+		require.Equal(t, stored.Nonce, f.Nonce)
+		require.NotEqual(t, store.SweepTxMined, f.Status)
+	}
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(1)))
+	require.Empty(t, e.invoice(inv.ID).SweepError)
+}

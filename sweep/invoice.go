@@ -41,9 +41,12 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 		if err := s.refresh(ctx, p, sweep); err != nil {
 			return outcome{}, err
 		}
-		if sweep.mined != nil {
+		if sweep.mined != nil && !fundingPending(fund) {
 			return s.confirm(p, sweep, fund)
 		}
+		// A funding still on its way (the extra gas of a replacement whose
+		// original was mined after all) ends as dust: wait for it, so that
+		// the recorded dust is all of it.
 	}
 	if !inFlight {
 		if o, stop, err := s.precheck(ctx, p, inv); stop || err != nil {
@@ -60,6 +63,16 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 		return s.advanceSponsor(ctx, p, inv, seen, live, sweep)
 	}
 	return s.advanceDeduct(ctx, p, inv, seen, sweep)
+}
+
+// fundingPending reports a live funding not yet mined.
+func fundingPending(fund []*slot) bool {
+	for _, sl := range fund {
+		if sl.live() != nil && sl.mined == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // confirm finishes a sweep whose transaction is mined, once it has the
@@ -244,7 +257,7 @@ func (s *Sweeper) sponsorNext(ctx context.Context, p *pass, inv store.Invoice, s
 	if funded.Sign() == 0 {
 		// Nothing funded yet: send the deposit address exactly the gas its
 		// sweep can cost at a fresh price.
-		return s.fund(ctx, p, inv, seen, gasCost(transferGas, s.freshFee(p).cap))
+		return s.fund(ctx, p, inv, seen, gasCost(transferGas, s.freshFee(p).cap), store.SweepFunding)
 	}
 
 	// Funded: the deposit address sends the payer's funds, all of them.
@@ -261,7 +274,7 @@ func (s *Sweeper) sponsorNext(ctx context.Context, p *pass, inv store.Invoice, s
 		// The base fee rose past the funded cap while the funding was
 		// mined: fund the difference to a fresh price first.
 		extra := new(big.Int).Sub(gasCost(transferGas, s.freshFee(p).cap), funded)
-		return s.fund(ctx, p, inv, seen, extra)
+		return s.fund(ctx, p, inv, seen, extra, store.SweepFunding)
 	}
 	to, reason, err := s.target(ctx, p, inv)
 	if reason != "" || err != nil {
@@ -312,7 +325,13 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 			return retryWith(store.SweepSent, ReasonNotMined), nil
 		}
 		if need := gasCost(transferGas, f.cap); funded.Cmp(need) < 0 {
-			return s.fund(ctx, p, inv, seen, new(big.Int).Sub(need, funded))
+			// The sweep keeps its status (SENT) while the extra gas is
+			// sent; the extra funding counts as an attempt.
+			o, err := s.fund(ctx, p, inv, seen, new(big.Int).Sub(need, funded), store.SweepSent)
+			if err == nil && o.fail == "" {
+				o = retryWith(store.SweepSent, replaceReason(live))
+			}
+			return o, err
 		}
 		feeCap := new(big.Int).Div(funded, big.NewInt(transferGas))
 		f = fee{cap: feeCap, tip: bigMin(f.tip, feeCap)}
@@ -327,7 +346,7 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 
 // fund signs, stores and broadcasts a funding of amount from the sweep
 // wallet to the deposit address, if the wallet can pay for it.
-func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fingerprint, amount *big.Int) (outcome, error) {
+func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fingerprint, amount *big.Int, status string) (outcome, error) {
 	f := s.freshFee(p)
 	wallet := s.keys.Wallet.Address()
 	ok, err := s.reserveWallet(ctx, p, new(big.Int).Add(amount, gasCost(transferGas, f.cap)))
@@ -344,12 +363,12 @@ func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fin
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxFunding, invoiceID: &inv.ID, from: wallet, to: inv.DepositAddress,
 		value: amount, fee: f, nonce: pendingNonce, reserve: true, sign: s.walletSigner,
-		invoice: &invoiceGuard{id: inv.ID, seen: seen, status: store.SweepFunding},
+		invoice: &invoiceGuard{id: inv.ID, seen: seen, status: status},
 	})
 	if err != nil {
 		return outcome{}, err
 	}
-	return s.afterFirstBroadcast(ctx, p, &rec, store.SweepFunding)
+	return s.afterFirstBroadcast(ctx, p, &rec, status)
 }
 
 // sendSweep signs, stores and broadcasts the sweep from the deposit
