@@ -348,7 +348,7 @@ func (s *Sweeper) updateInvoice(ctx context.Context, id int64, change func(*stor
 func (s *Sweeper) inTx(ctx context.Context, fn func(store.Tx) error) error {
 	var err error
 	for range 3 {
-		if err = s.st.InTx(ctx, fn); !errors.Is(err, store.ErrConflict) || errors.Is(err, errRaced) {
+		if err = s.st.InTx(ctx, fn); !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 	}

@@ -100,7 +100,8 @@ func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
 		for i := range sl.txs {
 			t := &sl.txs[i]
 			if t != sl.mined && (t.Status == store.SweepTxSigned || t.Status == store.SweepTxSent || t.Status == store.SweepTxMined) {
-				t.Status = store.SweepTxReplaced
+				// (A MINED one was reorged out and another mined instead.)
+				t.Status, t.BlockNumber, t.GasUsed, t.FeeWei, t.MinedAt = store.SweepTxReplaced, nil, nil, nil, nil
 				changes = append(changes, t)
 			}
 		}
@@ -182,7 +183,7 @@ func (s *Sweeper) broadcast(ctx context.Context, p *pass, t *store.SweepTx) (cla
 	default:
 		t.LastError = c.String()
 	}
-	if !c.accepted() {
+	if !c.accepted() && t.LastError != before.LastError {
 		s.log.WarnContext(ctx, "sweep: node refused transaction", slog.String("kind", t.Kind),
 			slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("nonce", t.Nonce), slog.String("class", t.LastError))
 	}
@@ -233,7 +234,8 @@ func (s *Sweeper) tend(ctx context.Context, p *pass, sl *slot) (verdict, error) 
 	switch {
 	case live.LastError == ReasonUnderpriced || live.LastError == ReasonReplacementUnderpriced:
 		return verdict{class: classUnderpriced, replace: true}, nil
-	case live.Status == store.SweepTxSent && live.SentBlock != nil && p.number-*live.SentBlock >= s.cfg.ReplaceAfterBlocks:
+	case live.Status == store.SweepTxSent && live.SentBlock != nil && p.number >= *live.SentBlock &&
+		p.number-*live.SentBlock >= s.cfg.ReplaceAfterBlocks:
 		return verdict{replace: true}, nil
 	case live.Status == store.SweepTxSigned || live.SentBlock == nil || p.number > *live.SentBlock:
 		c, err := s.broadcast(ctx, p, live)
