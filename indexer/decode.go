@@ -32,7 +32,20 @@ type rpcBlock struct {
 	GasLimit     quantity       `json:"gasLimit"`
 	GasUsed      quantity       `json:"gasUsed"`
 	BaseFee      *bigQuantity   `json:"baseFeePerGas"`
-	Transactions []txOrHash     `json:"transactions"`
+	Transactions []rpcTx        `json:"transactions"`
+}
+
+// rpcHeader is a block fetched without full transactions (hashes only).
+type rpcHeader struct {
+	Number       *quantity         `json:"number"`
+	Hash         *common.Hash      `json:"hash"`
+	ParentHash   common.Hash       `json:"parentHash"`
+	Timestamp    quantity          `json:"timestamp"`
+	Miner        lenientAddress    `json:"miner"`
+	GasLimit     quantity          `json:"gasLimit"`
+	GasUsed      quantity          `json:"gasUsed"`
+	BaseFee      *bigQuantity      `json:"baseFeePerGas"`
+	Transactions []json.RawMessage `json:"transactions"`
 }
 
 type rpcTx struct {
@@ -50,29 +63,44 @@ type rpcTx struct {
 	Data     *hexData        `json:"data"` // older nodes name the input "data"
 }
 
-// txOrHash is an element of a block's "transactions": an object when the
-// block was fetched with full transactions, a hash string otherwise.
-type txOrHash struct {
-	tx   *rpcTx
-	hash common.Hash
-}
-
-func (t *txOrHash) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		return t.hash.UnmarshalJSON(b)
-	}
-	t.tx = new(rpcTx)
-	return json.Unmarshal(b, t.tx)
-}
-
 // decodeBlock turns one eth_getBlockByNumber result into a Block. raw must
 // not be null (the caller handles a missing block). When full is false only
 // the header and the transaction count are kept.
 func decodeBlock(raw []byte, full bool) (Block, error) {
+	if !full {
+		var h rpcHeader
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return Block{}, fmt.Errorf("decode block: %w", err)
+		}
+		rb := rpcBlock{Number: h.Number, Hash: h.Hash, ParentHash: h.ParentHash, Timestamp: h.Timestamp,
+			Miner: h.Miner, GasLimit: h.GasLimit, GasUsed: h.GasUsed, BaseFee: h.BaseFee}
+		b, err := rb.header()
+		b.TxCount = len(h.Transactions)
+		return b, err
+	}
+	// Transactions decode straight into rpcTx (no per-element
+	// UnmarshalJSON, which would make encoding/json validate each one
+	// twice). A node that ignores full=true sends hashes, which fail here.
 	var rb rpcBlock
 	if err := json.Unmarshal(raw, &rb); err != nil {
-		return Block{}, fmt.Errorf("decode block: %w", err)
+		return Block{}, fmt.Errorf("decode block (full transactions): %w", err)
 	}
+	b, err := rb.header()
+	if err != nil || len(rb.Transactions) == 0 {
+		return b, err
+	}
+	b.Txs = make([]store.Transaction, len(rb.Transactions))
+	for i := range rb.Transactions {
+		tx, err := rb.Transactions[i].toStore(&b, i)
+		if err != nil {
+			return Block{}, fmt.Errorf("decode block %d: transaction %d: %w", b.Number, i, err)
+		}
+		b.Txs[i] = tx
+	}
+	return b, nil
+}
+
+func (rb *rpcBlock) header() (Block, error) {
 	if rb.Number == nil {
 		return Block{}, errors.New("decode block: no number")
 	}
@@ -92,21 +120,6 @@ func decodeBlock(raw []byte, full bool) (Block, error) {
 	if rb.BaseFee != nil {
 		fee := store.AmountFromUint256(&rb.BaseFee.v)
 		b.BaseFeeWei = &fee
-	}
-	if !full || len(rb.Transactions) == 0 {
-		return b, nil
-	}
-	b.Txs = make([]store.Transaction, len(rb.Transactions))
-	for i := range rb.Transactions {
-		rt := rb.Transactions[i].tx
-		if rt == nil {
-			return Block{}, fmt.Errorf("decode block %d: transaction %d is a bare hash; the node ignored full=true", b.Number, i)
-		}
-		tx, err := rt.toStore(&b, i)
-		if err != nil {
-			return Block{}, fmt.Errorf("decode block %d: transaction %d: %w", b.Number, i, err)
-		}
-		b.Txs[i] = tx
 	}
 	return b, nil
 }
