@@ -54,9 +54,9 @@ type Config struct {
 	// lock held elsewhere tries again. Defaults to 5 s.
 	LockRetryInterval time.Duration
 	// HeartbeatInterval is how often an indexer with nothing new to write
-	// still refreshes its cursor's updated_at, so that readers can tell a
-	// live index from a stalled one (see ReadAPIConfig.StaleAfter).
-	// Defaults to 15 s.
+	// still refreshes its cursor's updated_at, after a poll that confirmed
+	// the node's head, so that readers can tell a live index from a
+	// stalled one (see ReadAPIConfig.StaleAfter). Defaults to 15 s.
 	HeartbeatInterval time.Duration
 	// ProgressInterval is how often progress (blocks/s, transactions/s,
 	// ETA) is logged while catching up. Defaults to 10 s.

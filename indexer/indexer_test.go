@@ -2,7 +2,9 @@ package indexer_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,4 +303,80 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 	}
 	_, err := indexer.New(nil, st, indexer.Config{})
 	require.Error(t, err)
+}
+
+func TestBackfill_LogsProgressWithRateAndETA(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	st := pgtest.New(t)
+	c.mine(60, 0)
+	// A clock that moves a second each time it is read: every batch is
+	// "a ProgressInterval later".
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	logs := &recordingHandler{}
+	start(t, c.source(), st, indexer.Config{Backfill: true, BatchSize: 10, Concurrency: 2,
+		ProgressInterval: time.Second, Now: clock, Logger: slog.New(logs)})
+	waitIndexed(t, st, c)
+	require.Eventually(t, func() bool { return logs.find("indexer: caught up; following the head") != nil },
+		waitFor, 5*time.Millisecond)
+
+	progress := logs.all("indexer: catching up")
+	require.Greater(t, len(progress), 2, "one line when it starts, then one per interval")
+	first := progress[0]
+	require.EqualValues(t, 60, first["head"])
+	require.EqualValues(t, 61, first["blocks"])
+	mid := progress[2]
+	for _, key := range []string{"block", "head", "blocks_per_second", "transactions_per_second", "eta"} {
+		require.Contains(t, mid, key)
+	}
+	require.NotEqual(t, "0", mid["blocks_per_second"])
+	require.NotZero(t, mid["eta"])
+	require.Less(t, len(progress), 10, "not a line per block")
+}
+
+// recordingHandler keeps log records' messages and attributes.
+type recordingHandler struct {
+	mu      sync.Mutex
+	records []map[string]any
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler           { return h }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]any{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.Any()
+		return true
+	})
+	h.mu.Lock()
+	h.records = append(h.records, m)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *recordingHandler) all(msg string) []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]any
+	for _, r := range h.records {
+		if r["msg"] == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (h *recordingHandler) find(msg string) map[string]any {
+	if all := h.all(msg); len(all) > 0 {
+		return all[0]
+	}
+	return nil
 }

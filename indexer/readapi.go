@@ -36,11 +36,13 @@ var _ ReadStore = store.Store(nil)
 // ReadAPIConfig tunes a ReadAPI. The zero value is usable.
 type ReadAPIConfig struct {
 	// StaleAfter makes every read fail with HTTP 500 (code index_stale)
-	// when the indexer's cursor has not been written for this long: the
-	// indexer is not running or the database cannot write, so what the
-	// database holds may be stale. A running indexer writes its cursor at
-	// least every Config.HeartbeatInterval (15 s). A database with no
-	// cursor yet is not stale. Negative turns the check off. Defaults to
+	// when the indexer's cursor has not been written for this long. A
+	// running indexer writes it with every block and, when there is none,
+	// after each poll that confirmed the node's head at least every
+	// Config.HeartbeatInterval (15 s); so an old cursor means no indexer
+	// runs, the database cannot write (a full disk), or the node has been
+	// unreachable: what the database holds may be stale. A database with
+	// no cursor yet is not stale. Negative turns the check off. Defaults to
 	// 2 minutes.
 	StaleAfter time.Duration
 	// PageSize is the number of transactions per page of an address's
