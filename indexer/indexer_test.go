@@ -348,8 +348,8 @@ type recordingHandler struct {
 }
 
 func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler           { return h }
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
 func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
 	m := map[string]any{"msg": r.Message}
 	r.Attrs(func(a slog.Attr) bool {
