@@ -43,10 +43,11 @@
 // merchant. An invoice is SETTLED when its sweep has Confirmations blocks
 // on top of it.
 //
-// Fees are EIP-1559: tip = max(suggested tip, 1 wei), raised to meet the
-// chain's minimum gas price; fee cap = max(2 × base fee + tip, minimum gas
-// price), at most MaxFeePerGas. Base fee and tip may be 0 (Cosmos EVM
-// chains); nothing divides by them.
+// Fees are EIP-1559: tip = max(suggested tip, 1 wei), raised so that
+// ⅞ × base fee + tip meets the chain's minimum gas price (the price paid
+// in the next block, even if the base fee falls); fee cap = max(2 × base
+// fee + tip, minimum gas price), at most MaxFeePerGas. Base fee and tip may
+// be 0 (Cosmos EVM chains); nothing divides by them.
 //
 // # Transactions
 //

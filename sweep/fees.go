@@ -17,16 +17,19 @@ type fee struct {
 
 // freshFee prices a new transaction at the pass's head:
 //
-//	tip = max(suggested tip, 1 wei), raised so that base fee + tip ≥ MinGasPrice
+//	tip = max(suggested tip, 1 wei), raised so that ⅞ × base fee + tip ≥ MinGasPrice
 //	cap = max(2 × base fee + tip, MinGasPrice), at most MaxFeePerGas
 //
-// Twice the base fee leaves room for six full blocks of base-fee growth.
-// Neither the base fee nor the tip is ever divided by: both can be 0 on
-// Cosmos EVM chains.
+// Twice the base fee leaves room for six full blocks of base-fee growth;
+// the base fee falls by at most ⅛ a block, so a transaction mined in the
+// next block still pays the chain's minimum. Neither the base fee nor the
+// tip is ever divided by: both can be 0 on Cosmos EVM chains.
 func (s *Sweeper) freshFee(p *pass) fee {
 	tip := new(big.Int).Set(p.tip)
 	minPrice := s.cfg.MinGasPrice.Big()
-	if floor := new(big.Int).Sub(minPrice, p.baseFee); tip.Cmp(floor) < 0 {
+	nextBase := new(big.Int).Mul(p.baseFee, big.NewInt(7))
+	nextBase.Rsh(nextBase, 3)
+	if floor := new(big.Int).Sub(minPrice, nextBase); tip.Cmp(floor) < 0 {
 		tip = floor
 	}
 	c := new(big.Int).Mul(p.baseFee, big.NewInt(2))
