@@ -51,6 +51,10 @@ type result struct {
 	lastError   string
 }
 
+// notSentError is the last_error of an attempt not sent because the
+// endpoint is down.
+const notSentError = "not sent: the endpoint is down (an attempt to it timed out or could not connect); retrying on the ladder"
+
 // maxErrorLen bounds last_error.
 const maxErrorLen = 200
 
@@ -68,7 +72,12 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		j.lease = lease
 	}
 
-	res := d.send(ctx, j, start, log)
+	var res result
+	if j.notSent {
+		res = result{outcome: outcomeRetry, lastError: notSentError}
+	} else {
+		res = d.send(ctx, j, start, log)
+	}
 	end := d.cfg.Now()
 	rec := d.next(j.d, res, start, end)
 	res.outcome = outcomeOf(rec, res)
@@ -80,7 +89,11 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		}
 	case outcomeRetry:
 		d.met.retry.Inc()
-		log.InfoContext(ctx, "webhook: attempt failed; retry scheduled", slog.Int("attempt", rec.Attempt),
+		level := slog.LevelInfo
+		if j.notSent {
+			level = slog.LevelDebug // one line per delivery of a dead endpoint's backlog is noise
+		}
+		log.Log(ctx, level, "webhook: attempt failed; retry scheduled", slog.Int("attempt", rec.Attempt),
 			slog.String("last_error", rec.LastError), slog.Time("next_attempt_at", *rec.NextAttemptAt))
 	case outcomeFailed:
 		d.met.failed.Inc()

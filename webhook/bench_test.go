@@ -5,8 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,49 +18,75 @@ import (
 )
 
 // BenchmarkDeliver10k delivers 10,000 events to a local receiver through a
-// dispatcher with the default configuration on real PostgreSQL, first
-// alone, then with a second merchant whose endpoint hangs (accepts and
-// never answers) and has an older backlog of 1,000 events. It reports
-// deliveries per second in both cases and the time the dead endpoint added.
+// dispatcher on real PostgreSQL, first alone, then beside a second
+// merchant whose endpoint hangs (accepts connections, never answers) and
+// has an older backlog of 1,000 events. It reports deliveries per second
+// in both cases. Then, in each case, it sends 200 single events one after
+// another and reports the p50 and p99 of the time from a delivery's
+// creation to its arrival at the receiver: the delay a dead endpoint adds
+// to another merchant's webhooks is the difference.
 //
-//	go test -run '^$' -bench Deliver10k -benchtime 1x ./webhook
+// The dispatcher has the default configuration but a 20 ms PollInterval,
+// so that the probe measures scheduling rather than polling.
+//
+//	go test -run '^$' -bench Deliver10k -benchtime 1x -count 5 ./webhook
 func BenchmarkDeliver10k(b *testing.B) {
 	const events = 10_000
-	var alone, withDead time.Duration
+	var alone, withDead scenario
 	for i := 0; i < b.N; i++ {
-		alone += deliverAll(b, events, false)
-		withDead += deliverAll(b, events, true)
+		alone.add(deliverAll(b, events, false))
+		withDead.add(deliverAll(b, events, true))
 	}
-	n := float64(b.N)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(events/(alone.Seconds()/n), "deliveries/s")
-	b.ReportMetric(events/(withDead.Seconds()/n), "deliveries/s_with_dead_endpoint")
-	b.ReportMetric(float64((withDead-alone).Milliseconds())/n, "ms_added_by_dead_endpoint")
+	b.ReportMetric(events/(alone.took.Seconds()/float64(b.N)), "deliveries/s")
+	b.ReportMetric(events/(withDead.took.Seconds()/float64(b.N)), "deliveries/s_dead_endpoint")
+	for _, c := range []struct {
+		name string
+		s    scenario
+	}{{"", alone}, {"_dead_endpoint", withDead}} {
+		slices.Sort(c.s.probes)
+		b.ReportMetric(ms(c.s.probes[len(c.s.probes)/2]), "p50_ms"+c.name)
+		b.ReportMetric(ms(c.s.probes[len(c.s.probes)*99/100]), "p99_ms"+c.name)
+	}
 }
 
-// deliverAll returns how long the dispatcher took to get n events to the
-// receiver.
-func deliverAll(b *testing.B, n int, deadEndpoint bool) time.Duration {
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type scenario struct {
+	took   time.Duration
+	probes []time.Duration
+}
+
+func (s *scenario) add(o scenario) {
+	s.took += o.took
+	s.probes = append(s.probes, o.probes...)
+}
+
+// deliverAll measures one scenario.
+func deliverAll(b *testing.B, n int, deadEndpoint bool) scenario {
 	b.StopTimer()
 	st := pgtest.New(b)
 	sec := &secrets{}
 	var (
-		got  atomic.Int64
-		all  = make(chan struct{})
-		once sync.Once
+		mu       sync.Mutex
+		received = map[string]time.Time{}
+		arrived  = make(chan string, 2*n)
 	)
 	secret := newSecret(b)
 	verifier, err := webhook.NewVerifier(secret)
 	require.NoError(b, err)
 	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
 		body, _ := io.ReadAll(r.Body)
 		if verifier.Verify(r.Header, body) != nil {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		if got.Add(1) == int64(n) {
-			once.Do(func() { close(all) })
-		}
+		id := r.Header.Get(webhook.HeaderID)
+		mu.Lock()
+		received[id] = at
+		mu.Unlock()
+		arrived <- id
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer live.Close()
@@ -84,28 +110,53 @@ func deliverAll(b *testing.B, n int, deadEndpoint bool) time.Duration {
 	m := newMerchant(b, st, sec, live.URL, secret)
 	insertEvents(b, st, m.ID, n)
 
-	d, err := webhook.New(st, sec, webhook.Config{})
+	d, err := webhook.New(st, sec, webhook.Config{PollInterval: 20 * time.Millisecond})
 	require.NoError(b, err)
 	rctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.StartTimer()
 	began := time.Now()
 	go func() { done <- d.Run(rctx) }()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("only %d of %d delivered", got.Load(), n)
+	timeout := time.After(5 * time.Minute)
+	for i := 0; i < n; i++ {
+		select {
+		case <-arrived:
+		case <-timeout:
+			b.Fatalf("only %d of %d delivered", i, n)
+		}
 	}
-	took := time.Since(began)
+	var s scenario
+	s.took = time.Since(began)
 	b.StopTimer()
+
+	// Probes: one event at a time.
+	const probes = 200
+	for i := 0; i < probes; i++ {
+		newEvent(b, st, m.ID, store.EventInvoicePaid, time.Now())
+		select {
+		case <-arrived:
+		case <-timeout:
+			b.Fatalf("probe %d not delivered", i)
+		}
+	}
+	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{MerchantID: m.ID, Limit: probes})
+	require.NoError(b, err)
+	mu.Lock()
+	for _, del := range ds {
+		s.probes = append(s.probes, received[webhook.EventID(del.EventID)].Sub(del.CreatedAt))
+	}
+	mu.Unlock()
+
 	unblock() // let the dead endpoint's requests end so that Run can return
 	cancel()
 	require.NoError(b, <-done)
 	delivered, err := st.CountDeliveries(ctx, store.DeliveryDelivered, 1)
 	require.NoError(b, err)
-	require.EqualValues(b, n, delivered)
-	b.Logf("dead endpoint: %v, %d deliveries in %v: %.0f/s", deadEndpoint, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
-	return took
+	require.EqualValues(b, n+probes, delivered)
+	slices.Sort(s.probes)
+	b.Logf("dead endpoint: %v, %d deliveries in %v: %.0f/s; probe p50 %.1f ms, p99 %.1f ms", deadEndpoint, n,
+		s.took.Round(time.Millisecond), float64(n)/s.took.Seconds(), ms(s.probes[probes/2]), ms(s.probes[probes*99/100]))
+	return s
 }
 
 // insertEvents writes n events of one invoice in one transaction.

@@ -83,10 +83,12 @@ type Config struct {
 	// Defaults to 64.
 	Workers int
 	// PerEndpoint caps the requests in flight at once to one merchant's
-	// endpoint (its webhook_url) in this process; an endpoint whose last
-	// attempt timed out or could not connect gets one at a time until it
-	// answers again. So a hung endpoint holds at most PerEndpoint workers,
-	// then one. Defaults to 4.
+	// endpoint (its webhook_url) in this process. An endpoint whose last
+	// attempt timed out or could not connect is down: it gets one request
+	// at a time (a probe), and while the probe is out its other due
+	// deliveries are recorded as failed attempts without a request and
+	// move up their ladders; its first answer brings it back. So a hung
+	// endpoint holds at most PerEndpoint workers, then one. Defaults to 4.
 	PerEndpoint int
 	// Lease is how long a claimed delivery stays reserved for this
 	// dispatcher; another dispatcher takes it over only after the lease

@@ -58,7 +58,7 @@ type Dispatcher struct {
 
 	mu       sync.Mutex
 	lanes    map[int64]*lane // by merchant: the endpoint's claimed work
-	degraded map[int64]bool  // endpoints whose last attempt timed out or did not connect
+	down     map[int64]bool  // endpoints whose last attempt timed out or did not connect
 	held     int             // deliveries claimed and not yet finished
 	inflight int             // attempts running
 	stopping bool
@@ -71,6 +71,7 @@ type Dispatcher struct {
 type lane struct {
 	queue   []*job
 	running int
+	probing bool // a request to the endpoint, which is down, is in flight
 }
 
 // job is one claimed delivery and what its attempt needs.
@@ -81,6 +82,10 @@ type job struct {
 	merchant store.Merchant
 	// missing is set when the event or the merchant no longer exists.
 	missing string
+	// probe: the one request to an endpoint that is down; notSent: an
+	// attempt recorded as failed without a request, because the endpoint
+	// is down and a probe is in flight.
+	probe, notSent bool
 }
 
 // New returns a Dispatcher delivering the events in st, signed with the
@@ -119,7 +124,7 @@ func New(st Store, secrets SecretSource, cfg Config) (*Dispatcher, error) {
 		log:      cfg.Logger,
 		wake:     make(chan struct{}, 1),
 		lanes:    map[int64]*lane{},
-		degraded: map[int64]bool{},
+		down:     map[int64]bool{},
 	}, nil
 }
 
@@ -237,17 +242,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 	}
 }
 
-// laneLimit is how many attempts may run at once to a merchant's endpoint;
-// depth is how many deliveries of it may be claimed before the claim loop
-// skips it. Both under d.mu.
-func (d *Dispatcher) laneLimit(merchantID int64) int {
-	if d.degraded[merchantID] {
-		return 1
-	}
-	return d.cfg.PerEndpoint
-}
-
-func (d *Dispatcher) depth(merchantID int64) int { return 2 * d.laneLimit(merchantID) }
+// depth is how many deliveries of one endpoint may be held (claimed, queued
+// or in flight) before the claim loop leaves the endpoint out.
+func (d *Dispatcher) depth() int { return 2 * d.cfg.PerEndpoint }
 
 // claim claims one batch of due deliveries and queues them on their
 // endpoints' lanes. It reports whether a full batch came back (there may be
@@ -263,7 +260,7 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 	room := 2*d.cfg.Workers - d.held
 	var exclude []int64
 	for mid, l := range d.lanes {
-		if len(l.queue)+l.running >= d.depth(mid) {
+		if len(l.queue)+l.running >= d.depth() {
 			exclude = append(exclude, mid)
 		}
 	}
@@ -276,7 +273,7 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 		Now:              d.cfg.Now(),
 		Lease:            d.cfg.Lease,
 		Limit:            limit,
-		PerMerchant:      2 * d.cfg.PerEndpoint,
+		PerMerchant:      d.depth(),
 		ExcludeMerchants: exclude,
 	})
 	if err != nil || len(ds) == 0 {
@@ -305,7 +302,7 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 	perMerchant := map[int64]int{}
 	for _, del := range ds {
 		perMerchant[del.MerchantID]++
-		if perMerchant[del.MerchantID] >= 2*d.cfg.PerEndpoint {
+		if perMerchant[del.MerchantID] >= d.depth() {
 			return true, nil
 		}
 	}
@@ -370,16 +367,35 @@ func (d *Dispatcher) release(ctx context.Context, ds []store.Delivery) {
 
 // schedule starts queued attempts while their endpoints and the worker
 // pool have room. Called with d.mu held.
+//
+// An endpoint that answers gets up to PerEndpoint requests at once. One
+// that is down (its last attempt timed out or could not connect) gets one
+// request, the probe; while the probe is out, its other due deliveries are
+// recorded as failed attempts without a request, so that they follow their
+// own ladders instead of queueing behind a dead endpoint for hours. The
+// first answer, of any status, brings the endpoint back.
 func (d *Dispatcher) schedule() {
 	if d.stopping {
 		return
 	}
 	for mid, l := range d.lanes { // map order: no endpoint is always first
-		for len(l.queue) > 0 && l.running < d.laneLimit(mid) {
+		for len(l.queue) > 0 {
 			if d.inflight >= d.cfg.Workers {
 				return
 			}
+			probe, notSent := false, false
+			switch {
+			case d.down[mid] && !l.probing:
+				probe = true
+			case d.down[mid]:
+				notSent = true
+			}
+			if !probe && !notSent && l.running >= d.cfg.PerEndpoint {
+				break
+			}
 			j := l.queue[0]
+			j.probe, j.notSent = probe, notSent
+			l.probing = l.probing || probe
 			l.queue[0] = nil
 			l.queue = l.queue[1:]
 			l.running++
@@ -404,16 +420,19 @@ func (d *Dispatcher) work(j *job) {
 	l.running--
 	d.inflight--
 	d.held--
+	if j.probe {
+		l.probing = false
+	}
 	switch {
 	case res.unreachable:
-		d.degraded[mid] = true
+		d.down[mid] = true
 	case res.status != nil:
-		delete(d.degraded, mid)
+		delete(d.down, mid)
 	}
 	if len(l.queue)+l.running == 0 {
 		delete(d.lanes, mid)
 	}
-	if len(l.queue)+l.running < d.depth(mid) {
+	if len(l.queue)+l.running < d.depth() {
 		d.signal()
 	}
 	d.schedule()

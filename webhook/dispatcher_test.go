@@ -455,6 +455,71 @@ func TestHungEndpoint_DoesNotDelayAnotherMerchant(t *testing.T) {
 	}
 }
 
+func TestDeadEndpoint_DeliveriesFollowTheirLaddersWithOneRequestAtATime(t *testing.T) {
+	t.Parallel()
+	st := stores[0].open(t)
+	clk, sec, secret := newClock(), &secrets{}, newSecret(t)
+	rc := newReceiver(t, secret, clk.Now, nil)
+	rc.setRespond(rc.hang)
+	m := newMerchant(t, st, sec, rc.URL, secret)
+	const n = 6
+	var ids []int64
+	for i := 0; i < n; i++ {
+		ids = append(ids, deliveryOfNew(t, st, m.ID, clk))
+	}
+	cfg := fastConfig(clk)
+	cfg.Timeout = 100 * time.Millisecond
+	cfg.PerEndpoint = 2
+	start(t, st, sec, cfg)
+
+	// Round after round, every due delivery gets its attempt (sent or not)
+	// before the clock moves to the next due time.
+	for round := 1; round <= 8*n; round++ {
+		var next time.Time
+		pending := 0
+		for _, id := range ids {
+			d := waitDelivery(t, st, id, fmt.Sprintf("round %d settled", round), func(d store.Delivery) bool {
+				return d.LockedUntil == nil && (d.Status != store.DeliveryPending || d.NextAttemptAt.After(clk.Now()))
+			})
+			if d.Status == store.DeliveryPending {
+				pending++
+				if next.IsZero() || d.NextAttemptAt.Before(next) {
+					next = *d.NextAttemptAt
+				}
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		clk.Set(next)
+	}
+	notSent := 0
+	for _, id := range ids {
+		d, err := st.GetDelivery(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryFailed, d.Status, "every delivery ends its ladder")
+		require.Equal(t, 8, d.Attempt)
+		require.Nil(t, d.ResponseStatus)
+		if strings.HasPrefix(d.LastError, "not sent: ") {
+			notSent++
+		}
+	}
+	t.Logf("%d attempts, %d requests, %d deliveries ended on a not-sent attempt", n*8, rc.count(), notSent)
+	require.Positive(t, notSent, "attempts while a probe is out are not sent")
+	require.Less(t, rc.count(), n*8, "far fewer requests than attempts")
+	for _, r := range rc.requests() {
+		require.NoError(t, r.verified)
+	}
+}
+
+// deliveryOfNew writes an event and returns the id of its delivery.
+func deliveryOfNew(t *testing.T, st store.Store, merchantID int64, clk *clock) int64 {
+	ev := newEvent(t, st, merchantID, store.EventInvoicePaid, clk.Now())
+	_, err := st.DispatchEvents(ctx, clk.Now(), clk.Now(), 100)
+	require.NoError(t, err)
+	return deliveryOf(t, st, ev).ID
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)

@@ -69,11 +69,19 @@
 //
 // A dispatcher holds at most 2 × Config.Workers claimed deliveries and
 // sends at most Config.PerEndpoint (4) requests at once to one merchant's
-// endpoint; an endpoint whose last attempt timed out or could not connect
-// gets one request at a time until it answers again. Endpoints with enough
-// work claimed are left out of the next claim, so a slow or dead endpoint's
-// backlog stays in the database, claimable by other dispatchers, and never
-// delays other merchants' webhooks.
+// endpoint. Endpoints with 2 × PerEndpoint deliveries claimed are left out
+// of the next claim, so a slow endpoint's backlog stays in the database,
+// claimable by other dispatchers, and never delays other merchants'
+// webhooks.
+//
+// An endpoint whose last attempt timed out or could not connect is down:
+// it gets one request at a time (a probe), and while the probe is out, its
+// other due deliveries are recorded as failed attempts without a request
+// (last_error "not sent: the endpoint is down …") and move up their own
+// ladders. So a dead endpoint holds one worker, its deliveries still fail
+// for good about 28 hours after their event (and can be replayed in bulk),
+// and its backlog does not sit due in the database. Its first answer, of
+// any status, brings it back.
 //
 // # Replay
 //
