@@ -60,6 +60,13 @@ func (c *simChain) nonce() uint64 {
 // mined by the next commit.
 func (c *simChain) send(nonce uint64, to *common.Address, wei store.Amount, tip int64) common.Hash {
 	c.t.Helper()
+	h, err := c.trySend(nonce, to, wei, tip)
+	require.NoError(c.t, err)
+	return h
+}
+
+func (c *simChain) trySend(nonce uint64, to *common.Address, wei store.Amount, tip int64) (common.Hash, error) {
+	c.t.Helper()
 	data := &types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: nonce, To: to, Value: wei.Big(), Gas: 60000,
 		GasTipCap: big.NewInt(tip * params.GWei), GasFeeCap: big.NewInt(10 * tip * params.GWei)}
 	if to == nil {
@@ -67,8 +74,7 @@ func (c *simChain) send(nonce uint64, to *common.Address, wei store.Amount, tip 
 	}
 	tx, err := types.SignNewTx(c.key, c.signer, data)
 	require.NoError(c.t, err)
-	require.NoError(c.t, c.client.SendTransaction(context.Background(), tx))
-	return tx.Hash()
+	return tx.Hash(), c.client.SendTransaction(context.Background(), tx)
 }
 
 // pay sends wei to addr.
@@ -248,7 +254,14 @@ func TestChain_PaymentReorgedOut_Reverted(t *testing.T) {
 
 	require.NoError(t, e.c.b.Fork(parent.Hash()))
 	elsewhere := randAddr()
-	replacement := e.c.send(n, &elsewhere, eth(1), 3) // same nonce, higher fee
+	// Same nonce, higher fee. The pool learns of the fork asynchronously:
+	// until it does, the nonce is "too low".
+	var replacement common.Hash
+	require.Eventually(t, func() bool {
+		h, err := e.c.trySend(n, &elsewhere, eth(1), 3)
+		replacement = h
+		return err == nil
+	}, eventually, 5*time.Millisecond)
 	e.c.commit(3)
 	included := false
 	for num := parent.NumberU64() + 1; num <= e.c.head().NumberU64(); num++ {
@@ -290,7 +303,13 @@ func TestChain_PaymentReincludedAfterReorg_CountedOnce(t *testing.T) {
 	e.mustSettle(s)
 
 	require.NoError(t, e.c.b.Fork(parent.Hash()))
-	e.c.commit(2) // the orphaned transaction goes back to the pool and into the new branch
+	// The orphaned transaction goes back to the pool (asynchronously), and
+	// into the new branch.
+	require.Eventually(t, func() bool {
+		_, pending, err := e.c.client.TransactionByHash(ctx, txHash)
+		return err == nil && pending
+	}, eventually, 5*time.Millisecond)
+	e.c.commit(2)
 	e.mustSettle(s)
 	ps := e.payments(inv.ID)
 	require.Len(t, ps, 1)
