@@ -187,7 +187,7 @@ func (ix *Indexer) session(ctx context.Context, lock store.Lock) error {
 // loop polls and indexes until ctx ends or a fatal error.
 func (ix *Indexer) loop(ctx, wctx context.Context) error {
 	bo := ix.newBackoff()
-	ready := false
+	ready, moved := false, 0
 	for {
 		var (
 			idle bool
@@ -200,6 +200,9 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 		if ready {
 			idle, err = ix.step(ctx, wctx)
 		}
+		if !errors.Is(err, errChainMoved) {
+			moved = 0
+		}
 		switch {
 		case err == nil:
 			bo.reset()
@@ -209,7 +212,14 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 			ix.log.ErrorContext(ctx, "indexer: stopped", slog.Any("error", err))
 			return err
 		case errors.Is(err, errChainMoved):
-			ix.log.DebugContext(ctx, "indexer: chain moved while reading; polling again")
+			// Poll again at once, unless the node keeps changing its
+			// answers (a load balancer over nodes that disagree): then
+			// back off like after a failure.
+			moved++
+			ix.log.DebugContext(ctx, "indexer: chain moved while reading; polling again", slog.Int("times", moved))
+			if moved > 2 && !sleep(ctx, bo.next()) {
+				return context.Cause(ctx)
+			}
 			continue
 		default:
 			kind := "upstream"

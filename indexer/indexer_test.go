@@ -380,3 +380,26 @@ func (h *recordingHandler) find(msg string) map[string]any {
 	}
 	return nil
 }
+
+func TestReorg_BelowTheFirstIndexedBlock_ReplacesWhatWasIndexed(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	st := pgtest.New(t)
+	c.mine(20, 1)
+	first := c.head()
+	start(t, c.source(), st, indexer.Config{})
+	waitIndexed(t, st, c)
+	c.mine(2, 1)
+	waitIndexed(t, st, c)
+
+	// The fork point is below the first block this indexer ever wrote.
+	c.fork(5)
+	c.commit(7)
+	waitIndexed(t, st, c)
+	requireCanonical(t, st, c, first)
+	reorgs, err := st.ListReorgs(context.Background(), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, reorgs, 1)
+	require.Equal(t, first, reorgs[0].ForkBlock, "nothing below the first indexed block is compared")
+	require.Equal(t, 3, reorgs[0].Depth)
+}

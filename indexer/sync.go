@@ -235,6 +235,11 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	if err != nil {
 		return &storeError{err}
 	}
+	if _, ok := stored[tip]; !ok {
+		// The cursor can rest on a block below the first indexed one
+		// (after a reorg that reached below it): its hash is known.
+		stored[tip] = ix.cur.BlockHash
+	}
 	ancestor, found := uint64(0), false
 	for n := top; ; n-- {
 		s, ok := stored[n]
