@@ -195,7 +195,7 @@ func TestReorg_DeeperThanMax_StopsWithError(t *testing.T) {
 	c.commit(6)
 	err = ix.wait(t)
 	require.ErrorIs(t, err, indexer.ErrReorgTooDeep)
-	require.Contains(t, err.Error(), "limit 3")
+	require.Contains(t, err.Error(), "MaxReorgDepth 3")
 
 	after, err := st.ListBlockHashes(context.Background(), 0, head+10)
 	require.NoError(t, err)

@@ -216,8 +216,8 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	top := min(tip, head)
 	lo := tip - min(tip, uint64(ix.cfg.MaxReorgDepth))
 	if top < lo {
-		return fmt.Errorf("%w: the node's head %d is more than %d blocks below the indexed block %d and differs from it",
-			ErrReorgTooDeep, head, ix.cfg.MaxReorgDepth, tip)
+		return fmt.Errorf("%w: the node's head %d differs from the indexed chain and is below indexed block %d by more than MaxReorgDepth %d",
+			ErrReorgTooDeep, head, tip, ix.cfg.MaxReorgDepth)
 	}
 	want := int(top - lo + 1)
 	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
@@ -254,7 +254,7 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("%w: none of blocks %d..%d matches the node (indexed head %d %s); limit %d",
+		return fmt.Errorf("%w: none of indexed blocks %d..%d is on the node's chain (indexed head %d %s, MaxReorgDepth %d)",
 			ErrReorgTooDeep, lo, top, tip, ix.cur.BlockHash, ix.cfg.MaxReorgDepth)
 	}
 	depth := tip - ancestor
