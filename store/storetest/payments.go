@@ -133,6 +133,17 @@ func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
 	got, err = st.ListInvoiceTxsInBlock(ctx, 8)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
+
+	// The sweep's gas funding to a deposit address is not a payment.
+	funding := store.SweepTx{InvoiceID: &b.ID, Kind: store.SweepTxFunding, From: randAddr(),
+		To: b.DepositAddress, ValueWei: store.NewAmount(21000), GasLimit: 21000,
+		MaxFeeWei: store.NewAmount(1), MaxPriorityFeeWei: store.NewAmount(1), TxHash: txs[6].Hash,
+		RawTx: []byte{1}, Status: store.SweepTxMined, CreatedAt: now(), UpdatedAt: now()}
+	require.NoError(t, st.CreateSweepTx(ctx, &funding))
+	got, err = st.ListInvoiceTxsInBlock(ctx, 8)
+	require.NoError(t, err)
+	require.Empty(t, got, "a transaction the sweep sent is not a payment")
+
 	none, err := st.ListInvoiceTxsInBlock(ctx, 9)
 	require.NoError(t, err)
 	require.Empty(t, none)
