@@ -46,6 +46,7 @@ func TestClassify_RealNodeErrors(t *testing.T) {
 	mined := tx(nil, nonce, tip, feeCap, 21000, big.NewInt(1))
 	require.NoError(t, send(mined))
 	e.sim.Commit()
+	e.sim.Commit() // the pool drops mined transactions in the background: this waits for it
 	nonce++
 
 	pending := tx(nil, nonce, tip, feeCap, 21000, big.NewInt(1))
