@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ func chainTests() []test {
 		{"Chain_TxsToInvoices", testTxsToInvoices},
 		{"Chain_DuplicateBlock_ConflictAndNothingWritten", testChainConflict},
 		{"Chain_Reorgs", testReorgs},
+		{"Chain_BlocksAndCursorCommitTogether", testBlocksWithCursor},
+		{"Chain_ReorgDeleteInOneTransaction", testReorgInTx},
+		{"Chain_ManyBlocksInOneInsert", testManyBlocks},
 		{"Cursor_SetGet", testCursors},
 	}
 }
@@ -219,4 +223,107 @@ func testCursors(t *testing.T, st store.Store) {
 	require.Equal(t, c.BlockHash, got.BlockHash)
 	_, err = st.GetCursor(ctx, store.CursorSettlement)
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// The indexer writes blocks, their transactions and its cursor in one
+// transaction: a failure leaves none of them.
+func testBlocksWithCursor(t *testing.T, st store.Store) {
+	blocks, txs := chainOf(0, 3, 2, common.Hash{})
+	cur := store.Cursor{Name: store.CursorIndexer, BlockNumber: 2, BlockHash: blocks[2].Hash, UpdatedAt: now()}
+	boom := errors.New("boom")
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.InsertBlocks(ctx, blocks, txs); err != nil {
+			return err
+		}
+		if err := tx.SetCursor(ctx, cur); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = st.LatestBlock(ctx)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.GetTx(ctx, txs[0].Hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.GetCursor(ctx, store.CursorIndexer)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.InsertBlocks(ctx, blocks, txs); err != nil {
+			return err
+		}
+		return tx.SetCursor(ctx, cur)
+	}))
+	got, err := st.GetCursor(ctx, store.CursorIndexer)
+	require.NoError(t, err)
+	require.Equal(t, blocks[2].Hash, got.BlockHash)
+	inBlock, err := st.ListTxsByBlock(ctx, 2)
+	require.NoError(t, err)
+	require.Len(t, inBlock, 2)
+}
+
+// A reorg deletes the orphaned blocks with their transactions, records
+// itself and moves the cursor back, all or nothing.
+func testReorgInTx(t *testing.T, st store.Store) {
+	blocks, txs := chainOf(0, 6, 2, common.Hash{})
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	reorg := func(fail bool) error {
+		return st.InTx(ctx, func(tx store.Tx) error {
+			if _, err := tx.DeleteBlocksFrom(ctx, 4); err != nil {
+				return err
+			}
+			r := store.Reorg{ForkBlock: 4, Depth: 2, OldHashes: store.HashList{blocks[4].Hash, blocks[5].Hash}, DetectedAt: now()}
+			if err := tx.InsertReorg(ctx, &r); err != nil {
+				return err
+			}
+			if err := tx.SetCursor(ctx, store.Cursor{Name: store.CursorIndexer, BlockNumber: 3, BlockHash: blocks[3].Hash, UpdatedAt: now()}); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("boom")
+			}
+			return nil
+		})
+	}
+	require.Error(t, reorg(true))
+	latest, err := st.LatestBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, latest.Number, "a failed reorg deletes nothing")
+	rs, err := st.ListReorgs(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+
+	require.NoError(t, reorg(false))
+	latest, err = st.LatestBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, latest.Number)
+	_, err = st.GetTx(ctx, txs[10].Hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	rs, err = st.ListReorgs(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	// The replacing branch goes in afterwards.
+	more, moreTxs := chainOf(4, 3, 1, blocks[3].Hash)
+	require.NoError(t, st.InsertBlocks(ctx, more, moreTxs))
+	latest, err = st.LatestBlock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, more[2].Hash, latest.Hash)
+}
+
+// One insert of many blocks (the indexer's catch-up batches; COPY on
+// PostgreSQL) keeps every row.
+func testManyBlocks(t *testing.T, st store.Store) {
+	blocks, txs := chainOf(1000, 250, 8, randHash())
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	hashes, err := st.ListBlockHashes(ctx, 1000, 1249)
+	require.NoError(t, err)
+	require.Len(t, hashes, 250)
+	for _, n := range []uint64{1000, 1123, 1249} {
+		got, err := st.ListTxsByBlock(ctx, n)
+		require.NoError(t, err)
+		require.Len(t, got, 8)
+		for i := range got {
+			require.Equal(t, txs[int(n-1000)*8+i].Hash, got[i].Hash)
+		}
+	}
 }
