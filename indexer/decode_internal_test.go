@@ -1,7 +1,10 @@
 package indexer
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -35,4 +38,41 @@ func BenchmarkDecodeBlock(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/tx")
+}
+
+// FuzzDecodeBlock: whatever a node sends, decoding returns a block or an
+// error, never panics, and a decoded block is self-consistent.
+func FuzzDecodeBlock(f *testing.F) {
+	f.Add(gethBlockJSON(2), true)
+	f.Add(gethBlockJSON(1), false)
+	if raw, err := os.ReadFile("testdata/cosmos_blocks.json"); err == nil {
+		var blocks []json.RawMessage
+		if json.Unmarshal(raw, &blocks) == nil {
+			for _, b := range blocks {
+				f.Add([]byte(b), true)
+			}
+		}
+	}
+	f.Add([]byte(`{"number":"0x1","hash":"0x01","transactions":["0x02"]}`), true)
+	f.Add([]byte(`{"number":1,"hash":null}`), false)
+	f.Fuzz(func(t *testing.T, raw []byte, full bool) {
+		b, err := decodeBlock(raw, full)
+		if err != nil {
+			return
+		}
+		if full && len(b.Txs) != b.TxCount {
+			t.Fatalf("%d transactions decoded, TxCount %d", len(b.Txs), b.TxCount)
+		}
+		if !full && len(b.Txs) != 0 {
+			t.Fatal("transactions decoded from a header")
+		}
+		for i, tx := range b.Txs {
+			if tx.Index != i || tx.BlockHash != b.Hash || tx.BlockNumber != b.Number || tx.Input == nil {
+				t.Fatalf("transaction %d inconsistent with its block: %+v", i, tx)
+			}
+		}
+		if b.GasLimit > math.MaxInt64 || b.GasUsed > math.MaxInt64 {
+			t.Fatal("gas not capped to BIGINT")
+		}
+	})
 }
