@@ -336,6 +336,7 @@ func TestChain_CrashInTheMiddleOfABlock_RestartCountsOnce(t *testing.T) {
 			e.c.send(n+1, &b.DepositAddress, eth(400), 1)
 			e.c.send(n+2, &b.DepositAddress, eth(600), 1)
 			e.c.commit(1)
+			require.Len(t, e.c.head().Transactions(), 3, "the three payments are in one block")
 			crashed := false
 			s := e.settler(func(c *Config) {
 				c.afterStep = func(got string) error {
@@ -359,7 +360,7 @@ func TestChain_CrashInTheMiddleOfABlock_RestartCountsOnce(t *testing.T) {
 			e.mustSettle(e.settler())
 			for _, inv := range []store.Invoice{a, b} {
 				got := e.get(inv.ID)
-				require.Equal(t, store.StatusPaid, got.Status)
+				require.Equal(t, store.StatusPaid, got.Status, "invoice %d: %+v, payments %+v", inv.ID, got, e.payments(inv.ID))
 				require.Equal(t, eth(1000), got.PaidWei)
 				require.Equal(t, []string{store.EventInvoicePaid}, e.events(inv.ID))
 			}
