@@ -63,16 +63,17 @@ func (s *Store) ClaimDueDeliveries(ctx context.Context, now time.Time, lease tim
 
 // ClaimDeliveries implements store.DeliveryStore.
 //
-// The innermost SELECT locks a window of due candidates (SKIP LOCKED on
-// PostgreSQL; a window function cannot share a query level with FOR
+// The innermost SELECT locks the Limit oldest due candidates (SKIP LOCKED
+// on PostgreSQL; a window function cannot share a query level with FOR
 // UPDATE), the middle one ranks them per merchant so that no merchant gets
-// more than PerMerchant, and the UPDATE leases the survivors.
+// more than PerMerchant, and the UPDATE leases the survivors. A claim cut
+// short by the cap returns fewer than Limit; the caller claims again with
+// that merchant excluded.
 func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error) {
 	n := limit(c.Limit, 100, 1000)
-	per, window := n, n
+	per := n
 	if c.PerMerchant > 0 && c.PerMerchant < n {
 		per = c.PerMerchant
-		window = min(4*n, 4000)
 	}
 	args := []any{c.Now.Add(c.Lease), c.Now, c.Now}
 	cand := `SELECT id, merchant_id, next_attempt_at FROM webhook_deliveries
@@ -83,7 +84,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]s
 		args = append(args, c.ExcludeMerchants)
 	}
 	cand += ` ORDER BY next_attempt_at, id LIMIT ?` + s.d.SkipLocked
-	args = append(args, window, per, n)
+	args = append(args, n, per, n)
 	var ds []store.Delivery
 	err := s.selIn(ctx, &ds, `
 		UPDATE webhook_deliveries SET locked_until = ?
