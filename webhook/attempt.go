@@ -55,6 +55,10 @@ type result struct {
 // endpoint is down.
 const notSentError = "not sent: the endpoint is down (an attempt to it timed out or could not connect); retrying on the ladder"
 
+// dbTimeout bounds the database work of an attempt (renewing the lease,
+// recording the result), so that Run returns even when the database hangs.
+const dbTimeout = 30 * time.Second
+
 // maxErrorLen bounds last_error.
 const maxErrorLen = 200
 
@@ -64,9 +68,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		slog.Int64("merchant_id", j.d.MerchantID))
 	start := d.cfg.Now()
 	if j.lease.Sub(start) < d.cfg.Timeout+leaseMargin {
-		lease, err := d.st.RenewDeliveryLease(ctx, j.d.ID, j.lease, start.Add(d.cfg.Lease))
+		rctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		lease, err := d.st.RenewDeliveryLease(rctx, j.d.ID, j.lease, start.Add(d.cfg.Lease))
+		cancel()
 		if err != nil {
-			log.WarnContext(ctx, "webhook: lease lost before the attempt; skipping it", slog.Any("error", err))
+			// Lost (another dispatcher took it over) or not renewable now:
+			// either way not ours to send; it is retried when due.
+			log.WarnContext(ctx, "webhook: could not renew the lease before the attempt; skipping it", slog.Any("error", err))
 			return result{}
 		}
 		j.lease = lease
@@ -104,7 +112,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		log.WarnContext(ctx, "webhook: final attempt failed; delivery permanently failed", slog.Int("attempt", rec.Attempt),
 			slog.String("last_error", rec.LastError))
 	}
-	if err := d.st.RecordDeliveryAttempt(ctx, rec, j.lease); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	if err := d.st.RecordDeliveryAttempt(rctx, rec, j.lease); err != nil {
 		// The webhook may have been sent: it is sent again once the lease
 		// expires (at least once; the receiver deduplicates on webhook-id).
 		log.ErrorContext(ctx, "webhook: recording an attempt; it will be repeated when the lease expires",
