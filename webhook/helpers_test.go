@@ -19,12 +19,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
 	"github.com/evmpay/evmpay/webhook"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Both stores serve the dispatcher and the API.
+var (
+	_ webhook.Store        = (*postgres.Store)(nil)
+	_ webhook.Store        = (*sqlite.Store)(nil)
+	_ webhook.HandlerStore = (*postgres.Store)(nil)
+	_ webhook.HandlerStore = (*sqlite.Store)(nil)
+)
 
 var ctx = context.Background()
 
