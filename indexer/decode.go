@@ -72,19 +72,28 @@ func decodeBlock(raw []byte, full bool) (Block, error) {
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return Block{}, fmt.Errorf("decode block: %w", err)
 		}
-		rb := rpcBlock{Number: h.Number, Hash: h.Hash, ParentHash: h.ParentHash, Timestamp: h.Timestamp,
-			Miner: h.Miner, GasLimit: h.GasLimit, GasUsed: h.GasUsed, BaseFee: h.BaseFee}
-		b, err := rb.header()
-		b.TxCount = len(h.Transactions)
-		return b, err
+		return h.block()
 	}
-	// Transactions decode straight into rpcTx (no per-element
-	// UnmarshalJSON, which would make encoding/json validate each one
-	// twice). A node that ignores full=true sends hashes, which fail here.
 	var rb rpcBlock
 	if err := json.Unmarshal(raw, &rb); err != nil {
 		return Block{}, fmt.Errorf("decode block (full transactions): %w", err)
 	}
+	return rb.block()
+}
+
+func (h *rpcHeader) block() (Block, error) {
+	rb := rpcBlock{Number: h.Number, Hash: h.Hash, ParentHash: h.ParentHash, Timestamp: h.Timestamp,
+		Miner: h.Miner, GasLimit: h.GasLimit, GasUsed: h.GasUsed, BaseFee: h.BaseFee}
+	b, err := rb.header()
+	b.TxCount = len(h.Transactions)
+	return b, err
+}
+
+// block converts a block decoded with full transactions. Transactions
+// decode straight into rpcTx (no per-element UnmarshalJSON, which would
+// make encoding/json validate each one twice); a node that ignores
+// full=true sends hashes, which fail to decode.
+func (rb *rpcBlock) block() (Block, error) {
 	b, err := rb.header()
 	if err != nil || len(rb.Transactions) == 0 {
 		return b, err

@@ -1,9 +1,7 @@
 package indexer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -84,13 +82,27 @@ func (s *RPCSource) Blocks(ctx context.Context, from uint64, count int, full boo
 	if count <= 0 {
 		return nil, nil
 	}
-	raws := make([]json.RawMessage, count)
+	// Each result decodes straight from the response (a nil pointer when
+	// the node answers null), without an intermediate copy.
+	var (
+		fulls   []*rpcBlock
+		headers []*rpcHeader
+	)
 	batch := make([]rpc.BatchElem, count)
+	if full {
+		fulls = make([]*rpcBlock, count)
+	} else {
+		headers = make([]*rpcHeader, count)
+	}
 	for i := range batch {
 		batch[i] = rpc.BatchElem{
 			Method: "eth_getBlockByNumber",
 			Args:   []any{hexutil.Uint64(from + uint64(i)), full},
-			Result: &raws[i],
+		}
+		if full {
+			batch[i].Result = &fulls[i]
+		} else {
+			batch[i].Result = &headers[i]
 		}
 	}
 	if err := s.c.BatchCallContext(ctx, batch); err != nil {
@@ -100,12 +112,15 @@ func (s *RPCSource) Blocks(ctx context.Context, from uint64, count int, full boo
 	for i := range batch {
 		n := from + uint64(i)
 		err := batch[i].Error
-		if err == nil && (len(raws[i]) == 0 || bytes.Equal(raws[i], []byte("null"))) {
-			err = errNoBlock
-		}
 		var b Block
-		if err == nil {
-			b, err = decodeBlock(raws[i], full)
+		switch {
+		case err != nil:
+		case full && fulls[i] == nil, !full && headers[i] == nil:
+			err = errNoBlock
+		case full:
+			b, err = fulls[i].block()
+		default:
+			b, err = headers[i].block()
 		}
 		if err == nil && b.Number != n {
 			err = fmt.Errorf("asked for block %d, got %d", n, b.Number)
