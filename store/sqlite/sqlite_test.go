@@ -29,11 +29,17 @@ func TestOpen_Twice_MigratesOnce(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, sqlite.Config{})
 	require.NoError(t, err)
+	var first []int
+	require.NoError(t, st.DB().Select(&first, `SELECT version FROM schema_migrations ORDER BY version`))
 	require.NoError(t, st.Close())
+	files, err := filepath.Glob("migrations/*.sql")
+	require.NoError(t, err)
+	require.Len(t, first, len(files), "every migration file applied once")
+
 	st, err = sqlite.Open(ctx, path, sqlite.Config{})
 	require.NoError(t, err)
 	defer st.Close()
-	var n int
-	require.NoError(t, st.DB().Get(&n, `SELECT COUNT(*) FROM schema_migrations`))
-	require.Equal(t, 1, n)
+	var again []int
+	require.NoError(t, st.DB().Select(&again, `SELECT version FROM schema_migrations ORDER BY version`))
+	require.Equal(t, first, again, "reopening applies nothing twice")
 }
