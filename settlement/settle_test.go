@@ -330,3 +330,32 @@ func TestSettle_NothingIndexed_NoOp(t *testing.T) {
 	_, err := f.st.GetCursor(ctx, store.CursorSettlement)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+func TestSettle_SweepGasFundingToDepositAddress_NotAPayment(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.mineN(12)
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+
+		// The sweep stores its funding before broadcasting it; the indexer
+		// then sees it as a transfer to the deposit address.
+		funding := pay(inv.DepositAddress, store.NewAmount(21000*2e9))
+		funding.From = randAddr()
+		rec := store.SweepTx{InvoiceID: &inv.ID, Kind: store.SweepTxFunding, From: funding.From,
+			To: inv.DepositAddress, ValueWei: funding.ValueWei, GasLimit: 21000, MaxFeeWei: store.NewAmount(2e9),
+			MaxPriorityFeeWei: store.NewAmount(1), TxHash: funding.Hash, RawTx: randBytes(100),
+			Status: store.SweepTxSent, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
+		require.NoError(t, f.st.CreateSweepTx(ctx, &rec))
+		f.mine(funding)
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.False(t, got.Overpaid)
+		require.False(t, got.NeedsAttention)
+		require.Len(t, f.payments(inv.ID), 1)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(inv.ID))
+	})
+}
