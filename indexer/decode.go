@@ -48,19 +48,21 @@ type rpcHeader struct {
 	Transactions []json.RawMessage `json:"transactions"`
 }
 
+// rpcTx holds values rather than pointers (presence is tracked by the
+// types themselves) so that decoding a transaction allocates little.
 type rpcTx struct {
-	Hash     *common.Hash    `json:"hash"`
-	From     common.Address  `json:"from"`
-	To       *common.Address `json:"to"`
-	Value    *bigQuantity    `json:"value"`
-	Nonce    quantity        `json:"nonce"`
-	Gas      quantity        `json:"gas"`
-	Type     quantity        `json:"type"`
-	GasPrice *bigQuantity    `json:"gasPrice"`
-	MaxFee   *bigQuantity    `json:"maxFeePerGas"`
-	MaxTip   *bigQuantity    `json:"maxPriorityFeePerGas"`
-	Input    *hexData        `json:"input"`
-	Data     *hexData        `json:"data"` // older nodes name the input "data"
+	Hash     common.Hash    `json:"hash"`
+	From     common.Address `json:"from"`
+	To       optAddress     `json:"to"`
+	Value    bigQuantity    `json:"value"`
+	Nonce    quantity       `json:"nonce"`
+	Gas      quantity       `json:"gas"`
+	Type     quantity       `json:"type"`
+	GasPrice bigQuantity    `json:"gasPrice"`
+	MaxFee   bigQuantity    `json:"maxFeePerGas"`
+	MaxTip   bigQuantity    `json:"maxPriorityFeePerGas"`
+	Input    hexData        `json:"input"`
+	Data     hexData        `json:"data"` // older nodes name the input "data"
 }
 
 // decodeBlock turns one eth_getBlockByNumber result into a Block. raw must
@@ -98,15 +100,37 @@ func (rb *rpcBlock) block() (Block, error) {
 	if err != nil || len(rb.Transactions) == 0 {
 		return b, err
 	}
-	b.Txs = make([]store.Transaction, len(rb.Transactions))
+	n := len(rb.Transactions)
+	b.Txs = make([]store.Transaction, n)
+	// The records' pointer fields point into two slabs per block.
+	sl := slabs{amounts: make([]store.Amount, 0, 3*n), addrs: make([]common.Address, 0, n)}
 	for i := range rb.Transactions {
-		tx, err := rb.Transactions[i].toStore(&b, i)
-		if err != nil {
+		if err := rb.Transactions[i].toStore(&b.Txs[i], &b, i, &sl); err != nil {
 			return Block{}, fmt.Errorf("decode block %d: transaction %d: %w", b.Number, i, err)
 		}
-		b.Txs[i] = tx
 	}
 	return b, nil
+}
+
+type slabs struct {
+	amounts []store.Amount
+	addrs   []common.Address
+}
+
+func (s *slabs) amount(q *bigQuantity) *store.Amount {
+	if !q.set {
+		return nil
+	}
+	s.amounts = append(s.amounts, store.AmountFromUint256(&q.v))
+	return &s.amounts[len(s.amounts)-1]
+}
+
+func (s *slabs) addr(a *optAddress) *common.Address {
+	if !a.set {
+		return nil
+	}
+	s.addrs = append(s.addrs, a.a)
+	return &s.addrs[len(s.addrs)-1]
 }
 
 func (rb *rpcBlock) header() (Block, error) {
@@ -133,38 +157,36 @@ func (rb *rpcBlock) header() (Block, error) {
 	return b, nil
 }
 
-func (rt *rpcTx) toStore(b *Block, pos int) (store.Transaction, error) {
-	if rt.Hash == nil {
-		return store.Transaction{}, errors.New("no hash")
+func (rt *rpcTx) toStore(t *store.Transaction, b *Block, pos int, sl *slabs) error {
+	if rt.Hash == (common.Hash{}) {
+		return errors.New("no hash")
 	}
-	t := store.Transaction{
-		Hash:        *rt.Hash,
+	*t = store.Transaction{
+		Hash:        rt.Hash,
 		BlockNumber: b.Number,
 		BlockHash:   b.Hash,
 		// The position in the block, not the node's transactionIndex:
 		// some Cosmos EVM versions miscount it.
 		Index:             pos,
 		From:              rt.From,
-		To:                rt.To,
+		To:                sl.addr(&rt.To),
+		ValueWei:          store.AmountFromUint256(&rt.Value.v),
 		Nonce:             clampInt64(uint64(rt.Nonce)),
 		Gas:               clampInt64(uint64(rt.Gas)),
 		Type:              txType(uint64(rt.Type)),
-		GasPriceWei:       rt.GasPrice.amount(),
-		MaxFeeWei:         rt.MaxFee.amount(),
-		MaxPriorityFeeWei: rt.MaxTip.amount(),
-	}
-	if rt.Value != nil {
-		t.ValueWei = store.AmountFromUint256(&rt.Value.v)
+		GasPriceWei:       sl.amount(&rt.GasPrice),
+		MaxFeeWei:         sl.amount(&rt.MaxFee),
+		MaxPriorityFeeWei: sl.amount(&rt.MaxTip),
 	}
 	switch {
 	case rt.Input != nil:
-		t.Input = []byte(*rt.Input)
+		t.Input = rt.Input
 	case rt.Data != nil:
-		t.Input = []byte(*rt.Data)
+		t.Input = rt.Data
 	default:
 		t.Input = []byte{}
 	}
-	return t, nil
+	return nil
 }
 
 // txType keeps EIP-2718 types (0x00–0x7f, and whatever a chain adds up to
@@ -214,13 +236,18 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// bigQuantity is a quantity up to 2^256-1 (wei amounts).
-type bigQuantity struct{ v uint256.Int }
+// bigQuantity is a quantity up to 2^256-1 (wei amounts); set reports
+// that it was present and not null.
+type bigQuantity struct {
+	v   uint256.Int
+	set bool
+}
 
 func (q *bigQuantity) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
+	q.set = true
 	s, quoted := unquote(b)
 	if quoted && has0x(s) {
 		h := bytes.TrimLeft(s[2:], "0")
@@ -242,12 +269,21 @@ func (q *bigQuantity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (q *bigQuantity) amount() *store.Amount {
-	if q == nil {
+// optAddress is an address that may be null (a contract creation's "to").
+type optAddress struct {
+	a   common.Address
+	set bool
+}
+
+func (o *optAddress) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
 		return nil
 	}
-	a := store.AmountFromUint256(&q.v)
-	return &a
+	if err := o.a.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	o.set = true
+	return nil
 }
 
 // hexData is 0x-prefixed hex bytes; an odd number of digits is tolerated.
