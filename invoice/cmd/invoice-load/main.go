@@ -66,8 +66,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (a database is created on it for the run); empty: start a private server")
 	duration := fs.Duration("duration", 10*time.Second, "length of the measured phase")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured load before the measured phase")
-	conns := fs.Int("conns", 16, "concurrent clients, one request in flight each")
-	pool := fs.Int("pool", 16, "PostgreSQL connection pool size of the API")
+	conns := fs.Int("conns", 8, "concurrent clients, one request in flight each")
+	pool := fs.Int("pool", 8, "PostgreSQL connection pool size of the API")
 	params := fs.String("params", "", "extra connection parameters for the API's pool, e.g. binary_parameters=yes")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
 	if err := fs.Parse(args); err != nil {
