@@ -1,6 +1,7 @@
 package indexer_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -104,4 +106,71 @@ func ExampleNew() {
 // backend's client (see inProcessRPC).
 func simulatedRPC(sim *simulated.Backend) *rpc.Client {
 	return reflect.ValueOf(sim.Client()).FieldByName("Client").Interface().(*ethclient.Client).Client()
+}
+
+// The read API's answer for a block: its header and its transactions, wei
+// as decimal strings.
+func ExampleNewReadAPI() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "readapi-example")
+	defer os.RemoveAll(dir)
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	fee := store.NewAmount(7)
+	to := common.HexToAddress("0x00000000000000000000000000000000c0ffee00")
+	block := store.Block{Number: 7, Hash: common.HexToHash("0x07"), ParentHash: common.HexToHash("0x06"),
+		Timestamp: 1_700_000_000, GasLimit: 30_000_000, GasUsed: 21_000, BaseFeeWei: &fee, TxCount: 1,
+		IndexedAt: time.Now()}
+	tx := store.Transaction{Hash: common.HexToHash("0xaa"), BlockNumber: 7, BlockHash: block.Hash,
+		From: common.HexToAddress("0x01"), To: &to, ValueWei: store.MustParseAmount("1000000000000000000"),
+		Gas: 21_000, Type: 2, MaxFeeWei: &fee, MaxPriorityFeeWei: &fee, Input: []byte{}}
+	if err := st.InsertBlocks(ctx, []store.Block{block}, []store.Transaction{tx}); err != nil {
+		panic(err)
+	}
+
+	api, err := indexer.NewReadAPI(st, indexer.ReadAPIConfig{StaleAfter: -1})
+	if err != nil {
+		panic(err)
+	}
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/blocks/7", nil))
+	var out bytes.Buffer
+	_ = json.Indent(&out, rec.Body.Bytes(), "", "  ")
+	fmt.Println(rec.Code)
+	fmt.Println(out.String())
+	// Output:
+	// 200
+	// {
+	//   "number": 7,
+	//   "hash": "0x0000000000000000000000000000000000000000000000000000000000000007",
+	//   "parent_hash": "0x0000000000000000000000000000000000000000000000000000000000000006",
+	//   "timestamp": 1700000000,
+	//   "time": "2023-11-14T22:13:20Z",
+	//   "miner": "0x0000000000000000000000000000000000000000",
+	//   "gas_limit": 30000000,
+	//   "gas_used": 21000,
+	//   "base_fee_wei": "7",
+	//   "transaction_count": 1,
+	//   "transactions": [
+	//     {
+	//       "hash": "0x00000000000000000000000000000000000000000000000000000000000000aa",
+	//       "block_number": 7,
+	//       "block_hash": "0x0000000000000000000000000000000000000000000000000000000000000007",
+	//       "transaction_index": 0,
+	//       "from": "0x0000000000000000000000000000000000000001",
+	//       "to": "0x00000000000000000000000000000000c0ffee00",
+	//       "value_wei": "1000000000000000000",
+	//       "nonce": 0,
+	//       "gas": 21000,
+	//       "type": 2,
+	//       "gas_price_wei": null,
+	//       "max_fee_wei": "7",
+	//       "max_priority_fee_wei": "7",
+	//       "input": "0x"
+	//     }
+	//   ]
+	// }
 }
