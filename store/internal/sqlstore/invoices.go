@@ -2,14 +2,12 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/evmpay/evmpay/store"
 )
@@ -206,105 +204,4 @@ func (s *Store) ArchiveInvoices(ctx context.Context, cutoff time.Time, n int) (i
 		return nil
 	})
 	return moved, err
-}
-
-// Prepared statements for the invoice hot path (authenticate, take the key,
-// take an index, insert the invoice, complete the key).
-//
-// PostgreSQL parses and plans every unnamed statement lib/pq sends, and lib/pq
-// spends an extra round trip describing it; a statement prepared once per
-// connection skips both, which doubles what the database sustains for
-// invoice creation. A statement is prepared on the pool in the background on
-// its first use (so that a transaction never waits for a second connection
-// while holding one), the calls before that run unprepared, and inside a
-// transaction the prepared statement is bound to the transaction's
-// connection. The statements live in the Store's query cache under their
-// own key type, so they go away with the Store.
-//
-// TODO(lead): this belongs beside get/exec in sqlstore.go, for every query.
-
-type preparedKey string
-
-type namedPreparedKey string
-
-// preparing marks a statement whose preparation is under way.
-type preparing struct{}
-
-const prepareTimeout = 30 * time.Second
-
-// preparedStmt returns q prepared (bound to the transaction when s is in
-// one), or nil when it is not prepared yet.
-func (s *Store) preparedStmt(ctx context.Context, q string) *sqlx.Stmt {
-	v, ok := s.qc.m.Load(preparedKey(q))
-	if st, ready := v.(*sqlx.Stmt); ready {
-		if s.tx != nil {
-			return s.tx.StmtxContext(ctx, st)
-		}
-		return st
-	}
-	if !ok {
-		if _, loaded := s.qc.m.LoadOrStore(preparedKey(q), preparing{}); !loaded {
-			go s.prepare(preparedKey(q), func(ctx context.Context) (any, error) {
-				return s.db.PreparexContext(ctx, s.qc.rebind(q))
-			})
-		}
-	}
-	return nil
-}
-
-func (s *Store) namedPreparedStmt(ctx context.Context, q string) *sqlx.NamedStmt {
-	v, ok := s.qc.m.Load(namedPreparedKey(q))
-	if st, ready := v.(*sqlx.NamedStmt); ready {
-		if s.tx != nil {
-			return s.tx.NamedStmtContext(ctx, st)
-		}
-		return st
-	}
-	if !ok {
-		if _, loaded := s.qc.m.LoadOrStore(namedPreparedKey(q), preparing{}); !loaded {
-			go s.prepare(namedPreparedKey(q), func(ctx context.Context) (any, error) {
-				return s.db.PrepareNamedContext(ctx, q)
-			})
-		}
-	}
-	return nil
-}
-
-// prepare runs in the background; on failure the key is forgotten, so the
-// next use tries again.
-func (s *Store) prepare(key any, fn func(context.Context) (any, error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
-	defer cancel()
-	st, err := fn(ctx)
-	if err != nil {
-		s.qc.m.Delete(key)
-		return
-	}
-	s.qc.m.Store(key, st)
-}
-
-// getPrepared is get through a prepared statement when there is one.
-func (s *Store) getPrepared(ctx context.Context, dest any, q string, args ...any) error {
-	if st := s.preparedStmt(ctx, q); st != nil {
-		return s.wrap(st.GetContext(ctx, dest, args...))
-	}
-	return s.get(ctx, dest, q, args...)
-}
-
-// execPrepared is exec through a prepared statement when there is one.
-func (s *Store) execPrepared(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st := s.preparedStmt(ctx, q); st != nil {
-		res, err := st.ExecContext(ctx, args...)
-		return res, s.wrap(err)
-	}
-	return s.exec(ctx, q, args...)
-}
-
-// namedGetPrepared is namedGet through a prepared statement when there is
-// one.
-func (s *Store) namedGetPrepared(ctx context.Context, dest any, q string, arg any) error {
-	if st := s.namedPreparedStmt(ctx, q); st != nil {
-		return s.wrap(st.GetContext(ctx, dest, arg))
-	}
-	return s.namedGet(ctx, dest, q, arg)
 }
