@@ -46,10 +46,21 @@ type InvoiceStore interface {
 	// index. Call it inside the transaction that inserts the invoice, so a
 	// rollback leaves no gap.
 	NextDerivationIndex(ctx context.Context) (uint32, error)
+	// ReserveDerivationIndexes reserves n consecutive derivation indexes
+	// and returns the first: the caller owns [first, first+n). Call it
+	// inside the transaction that inserts the invoices using them, so that
+	// a rollback leaves no gap. It fails, changing nothing, when n < 1 or
+	// fewer than n of the 2^31 non-hardened indexes are left.
+	ReserveDerivationIndexes(ctx context.Context, n int) (first uint32, err error)
 	// CreateInvoice inserts inv and sets inv.ID and inv.Version.
 	// ErrConflict on a reused deposit address, derivation index or lookup
 	// token.
 	CreateInvoice(ctx context.Context, inv *Invoice) error
+	// CreateInvoices inserts invs (all or none) and sets each one's ID and
+	// Version, like CreateInvoice for each but in one statement per few
+	// hundred rows. ErrConflict on a reused deposit address, derivation
+	// index or lookup token.
+	CreateInvoices(ctx context.Context, invs []*Invoice) error
 	GetInvoice(ctx context.Context, id int64) (Invoice, error)
 	// GetInvoiceForUpdate reads an invoice and, on PostgreSQL, locks its row
 	// until the transaction ends. Use it inside InTx before UpdateInvoice.
@@ -96,6 +107,13 @@ type IdempotencyStore interface {
 	// transaction that makes the change the response describes: on
 	// PostgreSQL it also locks the row until that transaction ends.
 	CompleteIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	// CompleteIdempotencyRecords is CompleteIdempotencyRecord for several
+	// records at once (one statement on PostgreSQL). ErrConflict when any of
+	// them is no longer IN_FLIGHT under its lease; then the caller must roll
+	// back the transaction it runs in (InTx does, on the returned error),
+	// since the others may have been written. Outside a transaction it is
+	// all or none.
+	CompleteIdempotencyRecords(ctx context.Context, recs []IdempotencyRecord) error
 	// ReleaseIdempotencyRecord deletes the IN_FLIGHT record of
 	// (merchantID, key) if it is still held under the lease lockedUntil, so
 	// that a request that failed without changing anything can be retried

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,10 @@ func invoiceTests() []test {
 		{"Idempotency_ClaimConcurrently_OneWinner", testIdempotencyClaimConcurrent},
 		{"Idempotency_CompleteOnlyUnderOwnLease", testIdempotencyComplete},
 		{"Idempotency_ReleaseOnlyUnderOwnLease", testIdempotencyRelease},
+		{"Invoice_ReserveDerivationIndexes_NoGaps", testReserveIndexes},
+		{"Invoice_ReserveConcurrently_ContiguousAndDisjoint", testReserveIndexesConcurrent},
+		{"Invoice_CreateInvoices_AllOrNone", testCreateInvoices},
+		{"Idempotency_CompleteMany_OnlyUnderOwnLeases", testCompleteIdempotencyRecords},
 	}
 }
 
@@ -502,4 +507,219 @@ func testIdempotencyRelease(t *testing.T, st store.Store) {
 	_, err := st.GetIdempotencyRecord(ctx, m.ID, "k")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.ErrorIs(t, st.ReleaseIdempotencyRecord(ctx, m.ID, "k", lease), store.ErrNotFound)
+}
+
+func testReserveIndexes(t *testing.T, st store.Store) {
+	first, err := st.ReserveDerivationIndexes(ctx, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, first)
+	next, err := st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, next, "the reservation took 0, 1 and 2")
+	first, err = st.ReserveDerivationIndexes(ctx, 2)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, first)
+
+	errBoom := errors.New("boom")
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		first, err := tx.ReserveDerivationIndexes(ctx, 5)
+		require.NoError(t, err)
+		require.EqualValues(t, 6, first)
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	first, err = st.ReserveDerivationIndexes(ctx, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, first, "a rolled-back reservation leaves no gap")
+
+	for _, n := range []int{0, -1} {
+		_, err := st.ReserveDerivationIndexes(ctx, n)
+		require.Error(t, err, "n = %d", n)
+	}
+	next, err = st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, next, "refused reservations change nothing")
+}
+
+// testReserveIndexesConcurrent has transactions reserve ranges of several
+// sizes at once and insert an invoice per index; a third of them roll
+// back. The committed indexes are exactly 0…n-1.
+func testReserveIndexesConcurrent(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	const workers = 24
+	errBoom := errors.New("boom")
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		kept []uint32
+		errs = make(chan error, workers)
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1 + w%5
+			var mine []uint32
+			err := st.InTx(ctx, func(tx store.Tx) error {
+				first, err := tx.ReserveDerivationIndexes(ctx, n)
+				if err != nil {
+					return err
+				}
+				invs := make([]*store.Invoice, n)
+				for i := range invs {
+					invs[i] = &store.Invoice{MerchantID: m.ID, Status: store.StatusPending, ChainID: 1,
+						DepositAddress: randAddr(), DerivationIndex: first + uint32(i), LookupTokenHash: randBytes(32),
+						ExpiresAt: now(), CreatedAt: now(), UpdatedAt: now(), SweepStatus: store.SweepNone}
+					mine = append(mine, first+uint32(i))
+				}
+				if err := tx.CreateInvoices(ctx, invs); err != nil {
+					return err
+				}
+				if w%3 == 0 {
+					return errBoom
+				}
+				return nil
+			})
+			if errors.Is(err, errBoom) {
+				return
+			}
+			if err == nil {
+				mu.Lock()
+				kept = append(kept, mine...)
+				mu.Unlock()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	seen := map[uint32]bool{}
+	for _, idx := range kept {
+		require.False(t, seen[idx], "index %d handed out twice", idx)
+		seen[idx] = true
+	}
+	for i := uint32(0); i < uint32(len(kept)); i++ {
+		require.True(t, seen[i], "index %d missing: a gap", i)
+	}
+	next, err := st.NextDerivationIndex(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, len(kept), next, "rolled-back reservations were handed out again")
+	invs, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m.ID, Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, invs, len(kept))
+}
+
+func testCreateInvoices(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	require.NoError(t, st.CreateInvoices(ctx, nil))
+	mk := func(idx uint32) *store.Invoice {
+		return &store.Invoice{MerchantID: m.ID, Status: store.StatusPending,
+			AmountWei: store.NewAmount(uint64(idx) + 1), ChainID: 1337, DepositAddress: randAddr(),
+			DerivationIndex: idx, PaymentURI: "ethereum:0x0@1337?value=1", OrderID: "o", Description: "d",
+			Metadata: store.RawJSON(`{"i":1}`), LookupTokenHash: randBytes(32), ExpiresAt: now().Add(time.Hour),
+			CreatedAt: now(), UpdatedAt: now(), SweepStatus: store.SweepNone}
+	}
+	// More rows than one statement takes, in an order unlike the indexes.
+	var invs []*store.Invoice
+	for i := 700; i > 0; i-- {
+		invs = append(invs, mk(uint32(i*3)))
+	}
+	require.NoError(t, st.CreateInvoices(ctx, invs))
+	ids := map[int64]bool{}
+	for _, inv := range invs {
+		require.NotZero(t, inv.ID)
+		require.False(t, ids[inv.ID], "ids are distinct")
+		ids[inv.ID] = true
+		require.EqualValues(t, 1, inv.Version)
+	}
+	for _, inv := range []*store.Invoice{invs[0], invs[350], invs[699]} {
+		got, err := st.GetInvoice(ctx, inv.ID)
+		require.NoError(t, err)
+		require.Equal(t, inv.DerivationIndex, got.DerivationIndex, "the id belongs to this invoice")
+		require.Equal(t, inv.DepositAddress, got.DepositAddress)
+		require.Equal(t, inv.AmountWei.String(), got.AmountWei.String())
+		require.Equal(t, inv.LookupTokenHash, got.LookupTokenHash)
+		require.JSONEq(t, `{"i":1}`, string(got.Metadata))
+		require.Equal(t, "o", got.OrderID)
+		requireTime(t, inv.ExpiresAt, got.ExpiresAt)
+	}
+
+	count := func() int {
+		list, err := st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m.ID, Limit: 1000})
+		require.NoError(t, err)
+		return len(list)
+	}
+	require.Equal(t, 700, count())
+	taken := mk(invs[5].DerivationIndex)
+	require.ErrorIs(t, st.CreateInvoices(ctx, []*store.Invoice{mk(1), taken, mk(2)}), store.ErrConflict)
+	twice := []*store.Invoice{mk(4), mk(4)}
+	require.ErrorIs(t, st.CreateInvoices(ctx, twice), store.ErrConflict)
+	sameAddr := []*store.Invoice{mk(7), mk(8)}
+	sameAddr[1].DepositAddress = sameAddr[0].DepositAddress
+	require.ErrorIs(t, st.CreateInvoices(ctx, sameAddr), store.ErrConflict)
+	require.Equal(t, 700, count(), "a failed insert inserts none")
+}
+
+func testCompleteIdempotencyRecords(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	require.NoError(t, st.CompleteIdempotencyRecords(ctx, nil))
+	lease := now().Add(time.Minute + 123*time.Nanosecond)
+	status := 201
+	done := func(rec store.IdempotencyRecord, invoiceID int64) store.IdempotencyRecord {
+		rec.Status = store.IdempotencyDone
+		rec.ResponseStatus = &status
+		rec.ResponseBody = []byte("sealed " + rec.Key)
+		rec.InvoiceID = &invoiceID
+		return rec
+	}
+	requireStatus := func(key, want string) {
+		t.Helper()
+		got, err := st.GetIdempotencyRecord(ctx, m.ID, key)
+		require.NoError(t, err)
+		require.Equal(t, want, got.Status, key)
+	}
+
+	// Enough records for a statement that is not kept prepared.
+	var recs []store.IdempotencyRecord
+	for i := 0; i < 70; i++ {
+		rec := inFlight(m.ID, fmt.Sprintf("k-%d", i), lease)
+		require.NoError(t, st.CreateIdempotencyRecord(ctx, rec))
+		recs = append(recs, done(rec, int64(100+i)))
+	}
+	err := st.InTx(ctx, func(tx store.Tx) error { return tx.CompleteIdempotencyRecords(ctx, recs[:3]) })
+	require.NoError(t, err)
+	require.NoError(t, st.CompleteIdempotencyRecords(ctx, recs[3:]))
+	for i, rec := range recs {
+		got, err := st.GetIdempotencyRecord(ctx, m.ID, rec.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.IdempotencyDone, got.Status)
+		require.Equal(t, 201, *got.ResponseStatus)
+		require.Equal(t, []byte("sealed "+rec.Key), got.ResponseBody)
+		require.EqualValues(t, 100+i, *got.InvoiceID)
+		requireTime(t, rec.ExpiresAt, got.ExpiresAt)
+	}
+	require.ErrorIs(t, st.CompleteIdempotencyRecords(ctx, recs[:2]), store.ErrConflict, "completes once")
+
+	// One record whose lease was taken over: a conflict, and outside a
+	// transaction none of the three is written.
+	var next []store.IdempotencyRecord
+	for _, key := range []string{"a", "b", "c"} {
+		rec := inFlight(m.ID, key, lease)
+		require.NoError(t, st.CreateIdempotencyRecord(ctx, rec))
+		next = append(next, done(rec, 1))
+	}
+	require.NoError(t, st.ClaimIdempotencyRecord(ctx, inFlight(m.ID, "b", lease.Add(time.Hour)), lease))
+	require.ErrorIs(t, st.CompleteIdempotencyRecords(ctx, next), store.ErrConflict)
+	err = st.InTx(ctx, func(tx store.Tx) error { return tx.CompleteIdempotencyRecords(ctx, next) })
+	require.ErrorIs(t, err, store.ErrConflict)
+	for _, key := range []string{"a", "b", "c"} {
+		requireStatus(key, store.IdempotencyInFlight)
+	}
+	require.NoError(t, st.CompleteIdempotencyRecords(ctx, []store.IdempotencyRecord{next[0], next[2]}))
+	requireStatus("a", store.IdempotencyDone)
+	requireStatus("b", store.IdempotencyInFlight)
+	requireStatus("c", store.IdempotencyDone)
 }

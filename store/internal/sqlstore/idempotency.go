@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/evmpay/evmpay/store"
@@ -92,6 +94,77 @@ func (s *Store) CompleteIdempotencyRecord(ctx context.Context, rec store.Idempot
 	}
 	if err := mustAffect(res); err != nil {
 		return fmt.Errorf("%w: idempotency key was claimed by another request", store.ErrConflict)
+	}
+	return nil
+}
+
+// CompleteIdempotencyRecords implements store.IdempotencyStore: one
+// UPDATE … FROM (VALUES …) on PostgreSQL (prepared per record count up to
+// preparedRows), one UPDATE per record on SQLite (in process, where a
+// statement costs no round trip).
+func (s *Store) CompleteIdempotencyRecords(ctx context.Context, recs []store.IdempotencyRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return s.withTx(ctx, func(t *Store) error {
+		if t.d.Name != "postgres" {
+			for _, rec := range recs {
+				if err := t.CompleteIdempotencyRecord(ctx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for len(recs) > 0 {
+			chunk := recs[:min(len(recs), insertChunk)]
+			recs = recs[len(chunk):]
+			if err := t.completeRecordsPG(ctx, chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) completeRecordsPG(ctx context.Context, recs []store.IdempotencyRecord) error {
+	// The first row types the VALUES columns; the others follow it.
+	const typed = `(?::bigint, ?::text, ?::timestamptz, ?::text, ?::integer, ?::bytea, ?::bigint)`
+	const plain = `(?, ?, ?, ?, ?, ?, ?)`
+	rows := make([]string, len(recs))
+	args := make([]any, 0, 7*len(recs))
+	for i, rec := range recs {
+		rows[i] = plain
+		if i == 0 {
+			rows[i] = typed
+		}
+		args = append(args, rec.MerchantID, rec.Key, micro(rec.LockedUntil), rec.Status, rec.ResponseStatus,
+			rec.ResponseBody, rec.InvoiceID)
+	}
+	q := `UPDATE idempotency_keys AS k SET status = v.status, response_status = v.response_status,
+			response_body = v.response_body, invoice_id = v.invoice_id
+		FROM (VALUES ` + strings.Join(rows, ", ") + `)
+			AS v (merchant_id, key, locked_until, status, response_status, response_body, invoice_id)
+		WHERE k.merchant_id = v.merchant_id AND k.key = v.key AND k.status = '` + store.IdempotencyInFlight + `'
+			AND k.locked_until = v.locked_until`
+	var (
+		res sql.Result
+		err error
+	)
+	if len(recs) <= preparedRows {
+		res, err = s.execPrepared(ctx, q, args...)
+	} else {
+		res, err = s.exec(ctx, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != int64(len(recs)) {
+		return fmt.Errorf("%w: %d of %d idempotency keys were claimed by other requests", store.ErrConflict,
+			int64(len(recs))-n, len(recs))
 	}
 	return nil
 }

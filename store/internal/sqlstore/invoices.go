@@ -36,21 +36,125 @@ func (s *Store) NextDerivationIndex(ctx context.Context) (uint32, error) {
 	return uint32(next), nil
 }
 
+// ReserveDerivationIndexes implements store.InvoiceStore.
+func (s *Store) ReserveDerivationIndexes(ctx context.Context, n int) (uint32, error) {
+	if n < 1 || n > maxReserve {
+		return 0, fmt.Errorf("reserve %d derivation indexes: want 1 to %d", n, maxReserve)
+	}
+	var first int64
+	err := s.getPrepared(ctx, &first, `UPDATE counters SET value = value + ?
+		WHERE name = 'derivation_index' AND value + ? <= ? RETURNING value - ?`, n, n, int64(1)<<31, n)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("reserve %d derivation indexes: fewer are left below 2^31: the wallet is exhausted", n)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if first < 0 {
+		return 0, fmt.Errorf("derivation index %d out of range [0, 2^31)", first)
+	}
+	return uint32(first), nil
+}
+
+// maxReserve bounds one reservation of derivation indexes (and so one batch
+// of invoices) to something a wallet's gap scan can sensibly cover.
+const maxReserve = 1 << 16
+
+// invoiceInsertColumns is invoiceColumns without id.
+const invoiceInsertColumns = `merchant_id, status, amount_wei, paid_wei, chain_id, deposit_address,
+	derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
+	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
+	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
+	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version`
+
+// invoiceInsertValues returns inv's values in invoiceInsertColumns order.
+func invoiceInsertValues(inv *store.Invoice) []any {
+	return []any{inv.MerchantID, inv.Status, inv.AmountWei, inv.PaidWei, inv.ChainID, inv.DepositAddress,
+		inv.DerivationIndex, inv.PaymentURI, inv.OrderID, inv.Description, inv.Metadata, inv.LookupTokenHash,
+		inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention, inv.ExpiresAt, inv.PaidAt, inv.ConfirmedAt,
+		inv.SettledAt, inv.CreatedAt, inv.UpdatedAt, inv.SweepStatus, inv.SweepTxHash, inv.SweepError, inv.SweptWei,
+		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version}
+}
+
 // CreateInvoice implements store.InvoiceStore.
 func (s *Store) CreateInvoice(ctx context.Context, inv *store.Invoice) error {
 	inv.Version = 1
 	return s.namedGetPrepared(ctx, &inv.ID, `
-		INSERT INTO invoices (merchant_id, status, amount_wei, paid_wei, chain_id, deposit_address,
-			derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
-			underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
-			settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
-			dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version)
+		INSERT INTO invoices (`+invoiceInsertColumns+`)
 		VALUES (:merchant_id, :status, :amount_wei, :paid_wei, :chain_id, :deposit_address,
 			:derivation_index, :payment_uri, :order_id, :description, :metadata, :lookup_token_hash,
 			:underpaid, :overpaid, :paid_late, :needs_attention, :expires_at, :paid_at, :confirmed_at,
 			:settled_at, :created_at, :updated_at, :sweep_status, :sweep_tx_hash, :sweep_error, :swept_wei,
 			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version)
 		RETURNING id`, inv)
+}
+
+// insertChunk is how many invoices one INSERT writes: 31 parameters a row
+// stays under SQLite's 32766 and PostgreSQL's 65535.
+const insertChunk = 500
+
+// preparedRows bounds the multi-row statements kept prepared: one text per
+// row count up to it (the invoice API's batches are at most 64).
+const preparedRows = 64
+
+// CreateInvoices implements store.InvoiceStore: a multi-row INSERT …
+// RETURNING, prepared per row count up to preparedRows.
+func (s *Store) CreateInvoices(ctx context.Context, invs []*store.Invoice) error {
+	if len(invs) == 0 {
+		return nil
+	}
+	return s.withTx(ctx, func(t *Store) error {
+		for len(invs) > 0 {
+			chunk := invs[:min(len(invs), insertChunk)]
+			invs = invs[len(chunk):]
+			if err := t.insertInvoices(ctx, chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) insertInvoices(ctx context.Context, invs []*store.Invoice) error {
+	row := "(" + strings.Repeat("?, ", strings.Count(invoiceInsertColumns, ",")) + "?)"
+	rows := make([]string, len(invs))
+	args := make([]any, 0, len(invs)*(strings.Count(invoiceInsertColumns, ",")+1))
+	byIndex := make(map[uint32]*store.Invoice, len(invs))
+	for i, inv := range invs {
+		inv.Version = 1
+		rows[i] = row
+		args = append(args, invoiceInsertValues(inv)...)
+		byIndex[inv.DerivationIndex] = inv
+	}
+	if len(byIndex) != len(invs) {
+		return fmt.Errorf("%w: two invoices of one insert share a derivation index", store.ErrConflict)
+	}
+	q := `INSERT INTO invoices (` + invoiceInsertColumns + `) VALUES ` + strings.Join(rows, ", ") +
+		` RETURNING id, derivation_index`
+	var got []struct {
+		ID    int64 `db:"id"`
+		Index int64 `db:"derivation_index"`
+	}
+	var err error
+	if len(invs) <= preparedRows {
+		err = s.selPrepared(ctx, &got, q, args...)
+	} else {
+		err = s.sel(ctx, &got, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	if len(got) != len(invs) {
+		return fmt.Errorf("insert invoices: %d rows returned for %d", len(got), len(invs))
+	}
+	for _, r := range got {
+		inv := byIndex[uint32(r.Index)]
+		if inv == nil || r.Index < 0 {
+			return fmt.Errorf("insert invoices: unexpected derivation index %d returned", r.Index)
+		}
+		inv.ID = r.ID
+	}
+	return nil
 }
 
 // GetInvoice implements store.InvoiceStore.

@@ -291,6 +291,14 @@ func (s *Store) getPrepared(ctx context.Context, dest any, q string, args ...any
 	return s.get(ctx, dest, q, args...)
 }
 
+// selPrepared is sel through a prepared statement when there is one.
+func (s *Store) selPrepared(ctx context.Context, dest any, q string, args ...any) error {
+	if st := s.preparedStmt(ctx, q); st != nil {
+		return s.wrap(st.SelectContext(ctx, dest, args...))
+	}
+	return s.sel(ctx, dest, q, args...)
+}
+
 // execPrepared is exec through a prepared statement when there is one.
 func (s *Store) execPrepared(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if st := s.preparedStmt(ctx, q); st != nil {
