@@ -135,6 +135,11 @@ func newBenchChain(n int, txsIn func(i int) int) (*benchChain, error) {
 // its work.
 //
 //	go test -run '^$' -bench 'Backfill$' -benchtime 1x ./indexer
+//
+// The chain's shape is set with -args: -backfill.blocks, -backfill.busy-every,
+// -backfill.busy-txs, -backfill.quiet-txs; the indexer's with
+// -backfill.batch and -backfill.concurrency; -backfill.log prints its
+// progress lines and -backfill.cpuprofile profiles the timed part.
 func BenchmarkBackfill(b *testing.B) {
 	chain := loadBenchChain(b)
 	benchBackfill(b, chain.rpc, chain)
