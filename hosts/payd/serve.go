@@ -51,21 +51,22 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	a, err := newApp(ctx, st, appConfig{
-		roles:         roles,
-		httpAddr:      *httpAddr,
-		proxyAddr:     *proxyAddr,
-		rpcURL:        env.rpcURL,
-		chainID:       env.chainID,
-		backfill:      env.backfill,
-		keys:          fileProvider{getenv: os.Getenv},
-		xpub:          os.Getenv("PAY_XPUB"),
-		confirmations: env.confirmations,
-		sweepPolicy:   env.sweepPolicy,
-		archiveAfter:  env.archiveAfter,
-		archiveEvery:  time.Hour,
-		proxyRate:     env.proxyRate,
-		proxyBurst:    env.proxyBurst,
-		log:           log,
+		roles:          roles,
+		httpAddr:       *httpAddr,
+		proxyAddr:      *proxyAddr,
+		rpcURL:         env.rpcURL,
+		chainID:        env.chainID,
+		backfill:       env.backfill,
+		keys:           fileProvider{getenv: os.Getenv},
+		xpub:           os.Getenv("PAY_XPUB"),
+		confirmations:  env.confirmations,
+		sweepPolicy:    env.sweepPolicy,
+		archiveAfter:   env.archiveAfter,
+		archiveEvery:   time.Hour,
+		proxyRate:      env.proxyRate,
+		proxyBurst:     env.proxyBurst,
+		blockPrivateWH: !env.allowPrivateWebhooks,
+		log:            log,
 	})
 	if err != nil {
 		return err
@@ -86,6 +87,9 @@ type serveEnv struct {
 	archiveAfter  time.Duration
 	proxyRate     float64
 	proxyBurst    int
+	// allowPrivateWebhooks lets webhooks go to loopback and private
+	// networks (off in production: SSRF).
+	allowPrivateWebhooks bool
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -133,6 +137,7 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	parse("ARCHIVE_AFTER", func(v string) (err error) { e.archiveAfter, err = time.ParseDuration(v); return })
 	parse("RPC_PROXY_RATE", func(v string) (err error) { e.proxyRate, err = strconv.ParseFloat(v, 64); return })
 	parse("RPC_PROXY_BURST", func(v string) (err error) { e.proxyBurst, err = strconv.Atoi(v); return })
+	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
 	return e, errors.Join(errs...)
 }
 
