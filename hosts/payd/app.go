@@ -114,6 +114,7 @@ type app struct {
 	chainID uint64
 
 	adminToken string
+	creds      *invoice.Credentials
 	invoices   *invoice.Service
 	sweeper    *sweep.Sweeper
 
@@ -204,11 +205,7 @@ func (a *app) checkChain(ctx context.Context) error {
 }
 
 func (a *app) buildAPI(ctx context.Context) error {
-	key, err := loadSecretKey(ctx, a.cfg.keys)
-	if err != nil {
-		return err
-	}
-	creds, err := invoice.NewCredentials(key)
+	creds, err := a.credentials(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,6 +229,20 @@ func (a *app) buildAPI(ctx context.Context) error {
 	}
 	deliveries.Register(a.mux)
 	return a.mountReadAPI()
+}
+
+// credentials opens the keys derived from PAY_SECRET_KEY (api-key digests,
+// webhook secrets), once per process.
+func (a *app) credentials(ctx context.Context) (*invoice.Credentials, error) {
+	if a.creds != nil {
+		return a.creds, nil
+	}
+	key, err := loadSecretKey(ctx, a.cfg.keys)
+	if err != nil {
+		return nil, err
+	}
+	a.creds, err = invoice.NewCredentials(key)
+	return a.creds, err
 }
 
 // deriver is the api role's public-only view of the deposit wallet: from
@@ -336,11 +347,7 @@ func (a *app) buildSweep(ctx context.Context) error {
 }
 
 func (a *app) buildWebhooks(ctx context.Context) error {
-	key, err := loadSecretKey(ctx, a.cfg.keys)
-	if err != nil {
-		return err
-	}
-	creds, err := invoice.NewCredentials(key)
+	creds, err := a.credentials(ctx)
 	if err != nil {
 		return err
 	}
