@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every benchmark whose figures are recorded in BENCHMARKS.md, against a
+# private PostgreSQL server with durable (default) settings, on loopback
+# only. Each part stops by itself; the whole run takes several minutes.
+#
+# Usage: scripts/bench.sh [part …]   parts: hdwallet rpcproxy invoice indexer
+#                                     settlement sweep webhook (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pg.sh
+start_pg
+export TEST_DATABASE_URL="$PG_URL"
+export EVMPAY_REQUIRE_POSTGRES=1
+
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(hdwallet rpcproxy invoice indexer settlement sweep webhook)
+log "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for part in "${parts[@]}"; do
+	log "benchmark: $part"
+	case $part in
+	hdwallet) go test -run '^$' -bench . -benchtime=2s ./hdwallet ;;
+	rpcproxy) go run ./rpcproxy/cmd/rpcproxy-load -duration 10s ;;
+	invoice) go run ./invoice/cmd/invoice-load -db "$PG_URL" -duration 15s ;;
+	indexer) go test -run '^$' -bench 'Backfill' -benchtime 1x -timeout 30m ./indexer ;;
+	settlement) go test -run '^$' -bench BenchmarkBlock -benchtime 200x -timeout 30m ./settlement ;;
+	sweep) go test -run '^$' -bench Sweep100 -benchtime 3x -timeout 30m ./sweep ;;
+	webhook) go test -run '^$' -bench Deliver10k -benchtime 1x -count 5 -timeout 30m ./webhook ;;
+	*) echo "unknown part $part" >&2; exit 2 ;;
+	esac
+done
