@@ -27,9 +27,6 @@ type ChainStore interface {
 	// continuing below the position (beforeBlock, beforeIndex) when
 	// beforeBlock > 0.
 	ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, limit int) ([]Transaction, error)
-	// ListTxsToInvoices returns the transactions of block number whose
-	// recipient is an invoice's deposit address, with that invoice's id.
-	ListTxsToInvoices(ctx context.Context, number uint64) ([]InvoiceTx, error)
 	InsertReorg(ctx context.Context, r *Reorg) error
 	ListReorgs(ctx context.Context, afterID int64, limit int) ([]Reorg, error)
 }

@@ -25,9 +25,6 @@ type SweepStore interface {
 	// address.
 	UpdateSweepTx(ctx context.Context, t SweepTx) error
 	ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]SweepTx, error)
-	// ListSweepTxsByStatus returns transactions with one of the statuses,
-	// oldest first.
-	ListSweepTxsByStatus(ctx context.Context, statuses []string, limit int) ([]SweepTx, error)
 	// ListUnminedSweepTxs returns the transactions from addr that are
 	// SIGNED or SENT, by nonce then id.
 	ListUnminedSweepTxs(ctx context.Context, from common.Address) ([]SweepTx, error)

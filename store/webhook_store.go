@@ -13,11 +13,6 @@ type EventStore interface {
 	// GetEvents returns the events with the given ids that exist, by id.
 	GetEvents(ctx context.Context, ids []int64) ([]Event, error)
 	ListEventsByInvoice(ctx context.Context, invoiceID int64) ([]Event, error)
-	// ClaimUndispatchedEvents returns up to limit events not yet dispatched,
-	// oldest first, locking them (SKIP LOCKED on PostgreSQL) until the
-	// transaction ends. Use inside InTx together with MarkEventDispatched.
-	ClaimUndispatchedEvents(ctx context.Context, limit int) ([]Event, error)
-	MarkEventDispatched(ctx context.Context, id int64, at time.Time) error
 }
 
 // DeliveryFilter selects deliveries for ListDeliveries, newest first.
@@ -60,10 +55,6 @@ type DeliveryStore interface {
 	GetDelivery(ctx context.Context, id int64) (Delivery, error)
 	// UpdateDelivery writes the attempt fields of d.
 	UpdateDelivery(ctx context.Context, d Delivery) error
-	// ClaimDueDeliveries leases up to limit PENDING deliveries due at now
-	// (next_attempt_at ≤ now, no live lease) until now+lease. Concurrent
-	// callers never get the same delivery.
-	ClaimDueDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	// ClaimDeliveries is ClaimDueDeliveries with a per-merchant cap and
 	// merchants to skip. Deliveries come oldest due first; concurrent
 	// callers never get the same delivery (SKIP LOCKED on PostgreSQL).

@@ -15,7 +15,6 @@ func chainTests() []test {
 	return []test{
 		{"Chain_BlocksAndTransactions", testChain},
 		{"Chain_TxsByAddressPages", testTxsByAddress},
-		{"Chain_TxsToInvoices", testTxsToInvoices},
 		{"Chain_DuplicateBlock_ConflictAndNothingWritten", testChainConflict},
 		{"Chain_Reorgs", testReorgs},
 		{"Chain_BlocksAndCursorCommitTogether", testBlocksWithCursor},
@@ -156,26 +155,6 @@ func testTxsByAddress(t *testing.T, st store.Store) {
 		beforeBlock, beforeIndex = last.BlockNumber, last.Index
 	}
 	require.Equal(t, want, got, "newest first, each transaction once, across pages")
-}
-
-func testTxsToInvoices(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	a := newInvoice(t, st, m.ID)
-	b := newInvoice(t, st, m.ID)
-	blocks, txs := chainOf(7, 1, 5, randHash())
-	txs[1].To = &a.DepositAddress
-	txs[3].To = &b.DepositAddress
-	txs[4].To = &a.DepositAddress
-	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
-	got, err := st.ListTxsToInvoices(ctx, 7)
-	require.NoError(t, err)
-	require.Len(t, got, 3)
-	require.Equal(t, []int64{a.ID, b.ID, a.ID}, []int64{got[0].InvoiceID, got[1].InvoiceID, got[2].InvoiceID})
-	require.Equal(t, txs[3].Hash, got[1].Hash)
-	require.Equal(t, maxUint256(), got[1].ValueWei)
-	none, err := st.ListTxsToInvoices(ctx, 8)
-	require.NoError(t, err)
-	require.Empty(t, none)
 }
 
 func testChainConflict(t *testing.T, st store.Store) {

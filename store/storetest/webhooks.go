@@ -15,7 +15,6 @@ func webhookTests() []test {
 	return []test{
 		{"Event_InsertClaimDispatch", testEvents},
 		{"Delivery_CRUD", testDeliveries},
-		{"Delivery_ClaimConcurrently", testClaimDeliveries},
 		{"Event_GetEvents", testGetEvents},
 		{"Event_DispatchCreatesOneDeliveryEach", testDispatchEvents},
 		{"Event_DispatchConcurrently", testDispatchEventsConcurrently},
@@ -49,21 +48,21 @@ func testEvents(t *testing.T, st store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{e1.ID, e2.ID}, []int64{list[0].ID, list[1].ID})
 
-	var claimed []store.Event
-	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
-		claimed, err = tx.ClaimUndispatchedEvents(ctx, 1)
-		if err != nil {
-			return err
-		}
-		return tx.MarkEventDispatched(ctx, claimed[0].ID, now())
-	}))
-	require.Len(t, claimed, 1)
-	require.Equal(t, e1.ID, claimed[0].ID, "oldest first")
-	rest, err := st.ClaimUndispatchedEvents(ctx, 10)
+	n, err := st.DispatchEvents(ctx, now(), now(), 1)
 	require.NoError(t, err)
-	require.Len(t, rest, 1)
-	require.Equal(t, e2.ID, rest[0].ID)
-	require.ErrorIs(t, st.MarkEventDispatched(ctx, e2.ID+100, now()), store.ErrNotFound)
+	require.Equal(t, 1, n, "one event dispatched: the oldest")
+	got, err = st.GetEvent(ctx, e1.ID)
+	require.NoError(t, err)
+	require.NotNil(t, got.DispatchedAt)
+	got, err = st.GetEvent(ctx, e2.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.DispatchedAt)
+	n, err = st.DispatchEvents(ctx, now(), now(), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = st.DispatchEvents(ctx, now(), now(), 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "each event is dispatched once")
 }
 
 func newDelivery(t *testing.T, st store.Tx, ev store.Event, due time.Time) store.Delivery {
@@ -126,27 +125,6 @@ func testDeliveries(t *testing.T, st store.Store) {
 	require.EqualValues(t, 1, n)
 	_, err = st.GetDelivery(ctx, d.ID+100)
 	require.ErrorIs(t, err, store.ErrNotFound)
-}
-
-func testClaimDeliveries(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	inv := newInvoice(t, st, m.ID)
-	const n = 40
-	for i := 0; i < n; i++ {
-		newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now().Add(-time.Duration(i)*time.Second))
-	}
-	notDue := newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now().Add(time.Hour))
-
-	claimed := claimConcurrently(t, 6, func() ([]int64, error) {
-		ds, err := st.ClaimDueDeliveries(ctx, now(), time.Minute, 3)
-		ids := make([]int64, len(ds))
-		for i := range ds {
-			ids[i] = ds[i].ID
-		}
-		return ids, err
-	})
-	require.Len(t, claimed, n)
-	require.False(t, claimed[notDue.ID], "a delivery not yet due is not claimed")
 }
 
 func testGetEvents(t *testing.T, st store.Store) {

@@ -183,17 +183,6 @@ func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, befor
 	return ts, err
 }
 
-// ListTxsToInvoices implements store.ChainStore.
-func (s *Store) ListTxsToInvoices(ctx context.Context, number uint64) ([]store.InvoiceTx, error) {
-	var ts []store.InvoiceTx
-	err := s.sel(ctx, &ts, `SELECT t.hash, t.block_number, t.block_hash, t.tx_index, t.from_address,
-			t.to_address, t.value_wei, t.nonce, t.gas, t.type, t.gas_price_wei, t.max_fee_wei,
-			t.max_priority_fee_wei, t.input, i.id AS invoice_id
-		FROM transactions t JOIN invoices i ON i.deposit_address = t.to_address
-		WHERE t.block_number = ? ORDER BY t.tx_index`, number)
-	return ts, err
-}
-
 // InsertReorg implements store.ChainStore.
 func (s *Store) InsertReorg(ctx context.Context, r *store.Reorg) error {
 	return s.namedGet(ctx, &r.ID, `INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at)

@@ -46,21 +46,6 @@ func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) error {
 	return mustAffect(res)
 }
 
-// ClaimDueDeliveries implements store.DeliveryStore.
-func (s *Store) ClaimDueDeliveries(ctx context.Context, now time.Time, lease time.Duration, n int) ([]store.Delivery, error) {
-	var ds []store.Delivery
-	err := s.sel(ctx, &ds, `
-		UPDATE webhook_deliveries SET locked_until = ?
-		WHERE id IN (
-			SELECT id FROM webhook_deliveries
-			WHERE status = 'PENDING' AND next_attempt_at <= ?
-			  AND (locked_until IS NULL OR locked_until <= ?)
-			ORDER BY next_attempt_at, id LIMIT ?`+s.d.SkipLocked+`)
-		RETURNING `+deliveryColumns, now.Add(lease), now, now, limit(n, 100, 1000))
-	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
-	return ds, err
-}
-
 // ClaimDeliveries implements store.DeliveryStore.
 //
 // The innermost SELECT locks the Limit oldest due candidates (SKIP LOCKED

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/evmpay/evmpay/store"
 )
@@ -27,23 +26,6 @@ func (s *Store) ListEventsByInvoice(ctx context.Context, invoiceID int64) ([]sto
 	var es []store.Event
 	err := s.sel(ctx, &es, `SELECT `+eventColumns+` FROM events WHERE invoice_id = ? ORDER BY id`, invoiceID)
 	return es, err
-}
-
-// ClaimUndispatchedEvents implements store.EventStore.
-func (s *Store) ClaimUndispatchedEvents(ctx context.Context, n int) ([]store.Event, error) {
-	var es []store.Event
-	err := s.sel(ctx, &es, `SELECT `+eventColumns+` FROM events WHERE dispatched_at IS NULL
-		ORDER BY id LIMIT ?`+s.d.SkipLocked, limit(n, 100, 1000))
-	return es, err
-}
-
-// MarkEventDispatched implements store.EventStore.
-func (s *Store) MarkEventDispatched(ctx context.Context, id int64, at time.Time) error {
-	res, err := s.exec(ctx, `UPDATE events SET dispatched_at = ? WHERE id = ?`, at, id)
-	if err != nil {
-		return err
-	}
-	return mustAffect(res)
 }
 
 // GetEvents implements store.EventStore.

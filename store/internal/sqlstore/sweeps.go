@@ -46,14 +46,6 @@ func (s *Store) ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]s
 	return ts, err
 }
 
-// ListSweepTxsByStatus implements store.SweepStore.
-func (s *Store) ListSweepTxsByStatus(ctx context.Context, statuses []string, n int) ([]store.SweepTx, error) {
-	var ts []store.SweepTx
-	err := s.selIn(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE status IN (?)
-		ORDER BY id LIMIT ?`, statuses, limit(n, 100, 10000))
-	return ts, err
-}
-
 // ListUnminedSweepTxs implements store.SweepStore.
 func (s *Store) ListUnminedSweepTxs(ctx context.Context, from common.Address) ([]store.SweepTx, error) {
 	var ts []store.SweepTx
