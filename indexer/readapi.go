@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // ReadStore is what the read API needs from the database; store.Store
@@ -129,11 +130,11 @@ func (a *ReadAPI) notFound(w http.ResponseWriter, r *http.Request) {
 		get.Method = http.MethodGet
 		if _, pattern := a.mux.Handler(get); pattern != "/" {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is served here")
+			problem.Respond(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is served here")
 			return
 		}
 	}
-	writeProblem(w, http.StatusNotFound, "not_found", "no such resource")
+	problem.Respond(w, http.StatusNotFound, "not_found", "no such resource")
 }
 
 // Response bodies.
@@ -208,7 +209,7 @@ func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(id, "0x") || strings.HasPrefix(id, "0X") {
 		h, ok := parseHash(id)
 		if !ok {
-			writeProblem(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+			problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
 			return
 		}
 		a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlockByHash(ctx, h) })
@@ -216,7 +217,7 @@ func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := strconv.ParseUint(id, 10, 63)
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+		problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
 		return
 	}
 	a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlock(ctx, n) })
@@ -235,7 +236,7 @@ func (a *ReadAPI) serveBlock(w http.ResponseWriter, r *http.Request, get func(co
 	for attempt := 0; ; attempt++ {
 		b, err := get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			writeProblem(w, http.StatusNotFound, "block_not_found", "no such block is indexed")
+			problem.Respond(w, http.StatusNotFound, "block_not_found", "no such block is indexed")
 			return
 		}
 		if err != nil {
@@ -273,7 +274,7 @@ func consistent(b store.Block, txs []store.Transaction) bool {
 func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 	h, ok := parseHash(r.PathValue("hash"))
 	if !ok {
-		writeProblem(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
+		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
@@ -284,7 +285,7 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := a.st.GetTx(ctx, h)
 	if errors.Is(err, store.ErrNotFound) {
-		writeProblem(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
+		problem.Respond(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
 		return
 	}
 	if err != nil {
@@ -297,7 +298,7 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
 	addr, ok := parseAddress(r.PathValue("address"))
 	if !ok {
-		writeProblem(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
+		problem.Respond(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
 		return
 	}
 	q := r.URL.Query()
@@ -305,7 +306,7 @@ func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
-			writeProblem(w, http.StatusBadRequest, "invalid_limit",
+			problem.Respond(w, http.StatusBadRequest, "invalid_limit",
 				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
 			return
 		}
@@ -317,7 +318,7 @@ func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		beforeBlock, beforeIndex, ok = decodePageCursor(s)
 		if !ok {
-			writeProblem(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
+			problem.Respond(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
 			return
 		}
 	}
@@ -379,13 +380,13 @@ func (a *ReadAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	a.cfg.Logger.ErrorContext(r.Context(), "indexer: read API failed", slog.String("path", r.URL.Path),
 		slog.String("code", code), slog.Any("error", err))
-	writeProblem(w, http.StatusInternalServerError, code, detail)
+	problem.Respond(w, http.StatusInternalServerError, code, detail)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, http.StatusInternalServerError, "internal_error", "the response could not be encoded")
+		problem.Respond(w, http.StatusInternalServerError, "internal_error", "the response could not be encoded")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

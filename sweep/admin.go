@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // RetryPath is the operator endpoint that re-queues FAILED sweeps.
@@ -127,22 +128,22 @@ func (s *Sweeper) AdminHandler() http.Handler {
 	mux.HandleFunc("POST "+RetryPath, s.serveRetry)
 	mux.HandleFunc(RetryPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
-		writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		problem.Respond(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, http.StatusNotFound, "not_found", "no such admin endpoint")
+		problem.Respond(w, http.StatusNotFound, "not_found", "no such admin endpoint")
 	})
 	want := sha256.Sum256([]byte(s.cfg.OperatorToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.OperatorToken == "" {
-			writeProblem(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
+			problem.Respond(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
 			return
 		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="evmpay-admin"`)
-			writeProblem(w, http.StatusUnauthorized, "unauthorized", "a valid operator token is required")
+			problem.Respond(w, http.StatusUnauthorized, "unauthorized", "a valid operator token is required")
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -155,22 +156,22 @@ func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		problem.Respond(w, http.StatusBadRequest, "invalid_request", "could not read the body")
 		return
 	}
 	if len(body) > 64<<10 {
-		writeProblem(w, http.StatusBadRequest, "invalid_request", "the body is larger than 64 KiB")
+		problem.Respond(w, http.StatusBadRequest, "invalid_request", "the body is larger than 64 KiB")
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(body)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeProblem(w, http.StatusBadRequest, "invalid_request", `the body must be {"invoice_ids":[…]} or empty`)
+			problem.Respond(w, http.StatusBadRequest, "invalid_request", `the body must be {"invoice_ids":[…]} or empty`)
 			return
 		}
 		if dec.More() {
-			writeProblem(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object")
+			problem.Respond(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object")
 			return
 		}
 	}
@@ -179,15 +180,15 @@ func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
 		ids = *req.InvoiceIDs
 		switch {
 		case len(ids) == 0:
-			writeProblem(w, http.StatusBadRequest, "invalid_request", "invoice_ids is empty; omit it to retry every failed sweep")
+			problem.Respond(w, http.StatusBadRequest, "invalid_request", "invoice_ids is empty; omit it to retry every failed sweep")
 			return
 		case len(ids) > maxRetryIDs:
-			writeProblem(w, http.StatusBadRequest, "invalid_request", "at most 1000 invoice_ids per request")
+			problem.Respond(w, http.StatusBadRequest, "invalid_request", "at most 1000 invoice_ids per request")
 			return
 		}
 		for _, id := range ids {
 			if id <= 0 {
-				writeProblem(w, http.StatusBadRequest, "invalid_request", "invoice ids are positive integers")
+				problem.Respond(w, http.StatusBadRequest, "invalid_request", "invoice ids are positive integers")
 				return
 			}
 		}
@@ -195,7 +196,7 @@ func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Retry(r.Context(), ids)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "sweep: retry", slog.String("error", err.Error()))
-		writeProblem(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
+		problem.Respond(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

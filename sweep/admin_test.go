@@ -18,6 +18,12 @@ func TestAdminHandler_Errors(t *testing.T) {
 	s := e.sweeper(Config{OperatorToken: operatorToken})
 	h := s.AdminHandler()
 
+	type problem struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+	}
 	problemOf := func(rec *httptest.ResponseRecorder) problem {
 		t.Helper()
 		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))

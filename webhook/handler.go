@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // Authenticator identifies the merchant making an API request. The host
@@ -93,38 +94,38 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // ServeHTTP serves the API's routes alone.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError
+type handlerFunc func(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem
 
 func (h *Handler) authed(fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, err := h.auth.Authenticate(r)
 		if err != nil {
 			if errors.Is(err, store.ErrUnavailable) {
-				writeProblem(w, h.storeError(r.Context(), err))
+				problem.Write(w, h.storeError(r.Context(), err))
 				return
 			}
-			writeProblem(w, newError(http.StatusUnauthorized, codeUnauthorized, "a valid api_key bearer token is required"))
+			problem.Write(w, problem.New(http.StatusUnauthorized, codeUnauthorized, "a valid api_key bearer token is required"))
 			return
 		}
 		if e := fn(w, r, m); e != nil {
-			writeProblem(w, e)
+			problem.Write(w, e)
 		}
 	})
 }
 
 // storeError maps a store error to a problem, in one place.
-func (h *Handler) storeError(ctx context.Context, err error) *apiError {
+func (h *Handler) storeError(ctx context.Context, err error) *problem.Problem {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return newError(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+		return problem.New(http.StatusNotFound, codeNotFound, "no such webhook delivery")
 	case errors.Is(err, store.ErrConflict):
-		return newError(http.StatusConflict, codeDeliveryPending, "the delivery is still pending: it is already being delivered")
+		return problem.New(http.StatusConflict, codeDeliveryPending, "the delivery is still pending: it is already being delivered")
 	case errors.Is(err, store.ErrUnavailable):
 		h.cfg.Logger.ErrorContext(ctx, "webhook api: database unavailable", slog.Any("error", err))
-		return newError(http.StatusServiceUnavailable, codeUnavailable, "the service is temporarily unavailable")
+		return problem.New(http.StatusServiceUnavailable, codeUnavailable, "the service is temporarily unavailable")
 	default:
 		h.cfg.Logger.ErrorContext(ctx, "webhook api: database error", slog.Any("error", err))
-		return newError(http.StatusInternalServerError, codeInternal, "internal error")
+		return problem.New(http.StatusInternalServerError, codeInternal, "internal error")
 	}
 }
 
@@ -187,40 +188,40 @@ func decodeCursor(c string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	f := store.DeliveryFilter{MerchantID: m.ID, Limit: defaultPageSize}
 	for name, vals := range r.URL.Query() {
 		if len(vals) != 1 {
-			return fieldError(codeInvalidParameter, name, "give the parameter once")
+			return problem.Field(codeInvalidParameter, name, "give the parameter once")
 		}
 		v := vals[0]
 		switch name {
 		case "status":
 			s := strings.ToUpper(v)
 			if s != store.DeliveryPending && s != store.DeliveryDelivered && s != store.DeliveryFailed {
-				return fieldError(codeInvalidParameter, name, "status is one of pending, delivered, failed")
+				return problem.Field(codeInvalidParameter, name, "status is one of pending, delivered, failed")
 			}
 			f.Status = s
 		case "since":
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return fieldError(codeInvalidParameter, name, "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+				return problem.Field(codeInvalidParameter, name, "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
 			}
 			f.Since = t
 		case "limit":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > maxPageSize {
-				return fieldError(codeInvalidParameter, name, "limit is an integer from 1 to 100")
+				return problem.Field(codeInvalidParameter, name, "limit is an integer from 1 to 100")
 			}
 			f.Limit = n
 		case "cursor":
 			id, ok := decodeCursor(v)
 			if !ok {
-				return fieldError(codeInvalidCursor, name, "cursor is not a next_cursor this API returned")
+				return problem.Field(codeInvalidCursor, name, "cursor is not a next_cursor this API returned")
 			}
 			f.BeforeID = id
 		default:
-			return fieldError(codeUnknownParameter, name, "unknown parameter")
+			return problem.Field(codeUnknownParameter, name, "unknown parameter")
 		}
 	}
 	page := f.Limit
@@ -245,15 +246,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant)
 	return nil
 }
 
-func pathID(r *http.Request) (int64, *apiError) {
+func pathID(r *http.Request) (int64, *problem.Problem) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, newError(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+		return 0, problem.New(http.StatusNotFound, codeNotFound, "no such webhook delivery")
 	}
 	return id, nil
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	id, e := pathID(r)
 	if e != nil {
 		return e
@@ -269,7 +270,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) 
 	return nil
 }
 
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	id, e := pathID(r)
 	if e != nil {
 		return e
@@ -282,17 +283,17 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchan
 	return nil
 }
 
-func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *apiError {
+func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	if r.ContentLength > maxReplayBody {
-		return newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+		return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReplayBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+			return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
 		}
-		return newError(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return problem.New(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
 	}
 	var req struct {
 		Since *string `json:"since"`
@@ -300,14 +301,14 @@ func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merc
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || dec.More() {
-		return newError(http.StatusBadRequest, codeInvalidJSON, `the body is one JSON object: {"since": "<RFC 3339 time>"}`)
+		return problem.New(http.StatusBadRequest, codeInvalidJSON, `the body is one JSON object: {"since": "<RFC 3339 time>"}`)
 	}
 	if req.Since == nil {
-		return fieldError(codeMissingField, "since", "since is required")
+		return problem.Field(codeMissingField, "since", "since is required")
 	}
 	since, err := time.Parse(time.RFC3339, *req.Since)
 	if err != nil {
-		return fieldError(codeInvalidField, "since", "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+		return problem.Field(codeInvalidField, "since", "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
 	}
 	n, err := h.st.ReplayFailedDeliveries(r.Context(), m.ID, since, h.cfg.Now())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 	"github.com/evmpay/evmpay/sweep"
 )
 
@@ -72,7 +73,7 @@ type statusReport struct {
 func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) != 1 {
-		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
+		problem.Respond(w, http.StatusUnauthorized, "unauthorized", "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -144,14 +145,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeProblem(w http.ResponseWriter, status int, code, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": title, "status": status, "detail": detail, "code": code,
-	})
 }
 
 // rateLimit turns a calls-per-second figure into a rate.Limit (≤ 0: the
