@@ -3,7 +3,7 @@
 # private PostgreSQL server with durable (default) settings, on loopback
 # only. Each part stops by itself; the whole run takes several minutes.
 #
-# Usage: scripts/bench.sh [part …]   parts: hdwallet rpcproxy invoice indexer
+# Usage: scripts/bench.sh [part …]   parts: store hdwallet rpcproxy invoice indexer
 #                                     settlement sweep webhook (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +13,12 @@ export TEST_DATABASE_URL="$PG_URL"
 export EVMPAY_REQUIRE_POSTGRES=1
 
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(hdwallet rpcproxy invoice indexer settlement sweep webhook)
+[ ${#parts[@]} -eq 0 ] && parts=(store hdwallet rpcproxy invoice indexer settlement sweep webhook)
 log "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for part in "${parts[@]}"; do
 	log "benchmark: $part"
 	case $part in
+	store) go test -run '^$' -bench 'InsertInvoices|InsertBlock' -benchtime 3s ./store/postgres ./store/sqlite ;;
 	hdwallet) go test -run '^$' -bench . -benchtime=2s ./hdwallet ;;
 	rpcproxy) go run ./rpcproxy/cmd/rpcproxy-load -duration 10s ;;
 	invoice) go run ./invoice/cmd/invoice-load -db "$PG_URL" -duration 15s ;;

@@ -43,3 +43,16 @@ func TestOpen_Twice_MigratesOnce(t *testing.T) {
 	require.NoError(t, st.DB().Select(&again, `SELECT version FROM schema_migrations ORDER BY version`))
 	require.Equal(t, first, again, "reopening applies nothing twice")
 }
+
+func openB(b *testing.B) *sqlite.Store {
+	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "evmpay.db"), sqlite.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+func BenchmarkInsertInvoices(b *testing.B) { storetest.BenchmarkInsertInvoices(b, openB(b)) }
+
+func BenchmarkInsertBlock(b *testing.B) { storetest.BenchmarkInsertBlock(b, openB(b)) }

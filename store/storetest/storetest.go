@@ -96,7 +96,7 @@ func requireTimePtr(t *testing.T, want, got *time.Time) {
 	requireTime(t, *want, *got)
 }
 
-func newMerchant(t *testing.T, st store.Tx) store.Merchant {
+func newMerchant(t testing.TB, st store.Tx) store.Merchant {
 	t.Helper()
 	m := store.Merchant{
 		Name:                    "shop",
