@@ -231,6 +231,13 @@ func (a *app) buildAPI(ctx context.Context) error {
 	return a.mountReadAPI()
 }
 
+// metrics is the registerer for packages whose metric names carry no
+// namespace: under payd every metric starts with evmpay_ (sweep's already
+// do).
+func (a *app) metrics() prometheus.Registerer {
+	return prometheus.WrapRegistererWithPrefix("evmpay_", a.reg)
+}
+
 // credentials opens the keys derived from PAY_SECRET_KEY (api-key digests,
 // webhook secrets), once per process.
 func (a *app) credentials(ctx context.Context) (*invoice.Credentials, error) {
@@ -280,7 +287,7 @@ func (a *app) buildGateway(ctx context.Context) error {
 	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
 		Backfill:   a.cfg.backfill,
 		ChainID:    a.chainID,
-		Registerer: a.reg,
+		Registerer: a.metrics(),
 		Logger:     a.log.With("component", "indexer"),
 	})
 	if err != nil {
@@ -290,7 +297,7 @@ func (a *app) buildGateway(ctx context.Context) error {
 	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
 		Rate:       rateLimit(a.cfg.proxyRate),
 		Burst:      a.cfg.proxyBurst,
-		Registerer: a.reg,
+		Registerer: a.metrics(),
 		Logger:     a.log.With("component", "rpcproxy"),
 	})
 	if err != nil {
@@ -302,7 +309,7 @@ func (a *app) buildGateway(ctx context.Context) error {
 func (a *app) buildSettlement(context.Context) error {
 	s, err := settlement.New(a.st, settlement.Config{
 		Confirmations: a.cfg.confirmations,
-		Registerer:    a.reg,
+		Registerer:    a.metrics(),
 		Logger:        a.log.With("component", "settlement"),
 	})
 	if err != nil {
@@ -353,7 +360,7 @@ func (a *app) buildWebhooks(ctx context.Context) error {
 	}
 	d, err := webhook.New(a.st, creds, webhook.Config{
 		BlockPrivateNetworks: a.cfg.blockPrivateWH,
-		Registerer:           a.reg,
+		Registerer:           a.metrics(),
 		Logger:               a.log.With("component", "webhook"),
 	})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -224,10 +226,11 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	recv := newReceiver(t)
 	httpAddr, proxyAddr, chainAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	var out syncBuffer
+	dataDir := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
-			"--data", t.TempDir(), "--webhook-url", recv.srv.URL + "/hooks"}, &out)
+			"--data", dataDir, "--webhook-url", recv.srv.URL + "/hooks"}, &out)
 	}()
 	waitHTTP(t, "http://"+httpAddr+"/healthz", 60*time.Second)
 	key := apiKeyRe.FindStringSubmatch(out.String())
@@ -248,6 +251,23 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":"0x539"}`, string(body))
 
+	// Operations: the metrics the issue names, and the operator status.
+	metrics := httpGet(t, "http://"+httpAddr+"/metrics", "")
+	for _, name := range []string{
+		"evmpay_indexer_head_block", "evmpay_indexer_lag_blocks", "evmpay_settlement_lag_blocks",
+		`evmpay_invoices{status="SETTLED"} 1`, "evmpay_webhook_attempts_total",
+		"evmpay_webhook_deliveries_failed_final 0", "evmpay_sweep_wallet_balance_wei", "evmpay_sweep_wallet_low 0",
+		"evmpay_rpcproxy_requests_total",
+	} {
+		require.True(t, strings.Contains(metrics, name), "/metrics lacks %s", name)
+	}
+	require.Contains(t, httpGet(t, "http://"+httpAddr+"/v1/admin/status", ""), `"code":"unauthorized"`)
+	var status statusReport
+	require.NoError(t, json.Unmarshal([]byte(httpGet(t, "http://"+httpAddr+"/v1/admin/status", devSecret(t, dataDir, "PAY_ADMIN_TOKEN"))), &status))
+	require.True(t, status.Healthy, "%+v", status)
+	require.NotNil(t, status.SweepWallet)
+	require.False(t, status.SweepWallet.Low)
+
 	cancel()
 	select {
 	case err := <-done:
@@ -255,4 +275,30 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("payd dev did not stop within 30 s of cancellation")
 	}
+}
+
+// httpGet returns a GET's body, with a bearer token when one is given.
+func httpGet(t *testing.T, url, token string) string {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// devSecret reads a generated development secret of `payd dev`.
+func devSecret(t *testing.T, dataDir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "dev-secrets.json"))
+	require.NoError(t, err)
+	var m map[string]string
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m[name]
 }
