@@ -87,7 +87,10 @@ type InvoiceStore interface {
 // IdempotencyStore stores Idempotency-Key records.
 type IdempotencyStore interface {
 	// CreateIdempotencyRecord inserts rec; ErrConflict when the merchant
-	// already used the key.
+	// already used the key. Outside a transaction, an IN_FLIGHT record may
+	// be committed without waiting for durability (PostgreSQL: an
+	// asynchronous commit): it only blocks the key, and the durable commit
+	// that completes it makes it durable first.
 	CreateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
 	GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (IdempotencyRecord, error)
 	// UpdateIdempotencyRecord writes status, response and lease of rec.

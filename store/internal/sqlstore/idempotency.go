@@ -14,9 +14,21 @@ const idempotencyColumns = `merchant_id, key, request_hash, status, response_sta
 	invoice_id, locked_until, created_at, expires_at`
 
 // CreateIdempotencyRecord implements store.IdempotencyStore.
+//
+// On PostgreSQL, an IN_FLIGHT record inserted outside a transaction commits
+// without waiting for its WAL flush (synchronous_commit off for that one
+// transaction, set by the statement itself). That weakens nothing: such a
+// record only makes concurrent requests with the key wait (409), and the
+// transaction that completes it is durable and flushes the WAL past it, so
+// a crash can lose only a record that nothing committed depends on; the
+// request that wrote it fails with the connection and its retry starts
+// afresh. It saves a WAL flush wait per request.
 func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
-	_, err := s.execPrepared(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status,
+	q := `INSERT INTO idempotency_keys (` + idempotencyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if s.d.Name == "postgres" && s.tx == nil && rec.Status == store.IdempotencyInFlight {
+		q += ` RETURNING set_config('synchronous_commit', 'off', true)`
+	}
+	_, err := s.execPrepared(ctx, q, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status,
 		rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
 	return err
 }
