@@ -74,9 +74,10 @@ const maxClaimAttempts = 4
 // that a concurrent request with the key finds it (409). Then one
 // transaction takes the next derivation index, inserts the invoice, and
 // completes the record with the sealed response, only if the record is
-// still held under this request's lease. A request whose process dies
-// leaves an IN_FLIGHT record whose lease ends after IdempotencyLease; a
-// retry then claims it. A request that fails without committing deletes
+// still held under this request's lease; the requests of this process
+// share that transaction (group commit, batch.go). A request whose process
+// dies leaves an IN_FLIGHT record whose lease ends after IdempotencyLease;
+// a retry then claims it. A request that fails without committing deletes
 // its record so that the key can be retried at once.
 func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key string, fp []byte, req invoiceRequest) (response, error) {
 	now := s.now()
@@ -122,21 +123,47 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 		return response{}, errInFlight
 	}
 
-	s.addrs.prefetch()
-	resp, err := s.insertInvoice(ctx, m, key, rec, req, now)
+	token, tokenHash, err := newLookupToken()
 	if err != nil {
-		// Nothing was committed: free the key for a retry (a lease
-		// expiry would free it anyway).
-		rerr := s.st.ReleaseIdempotencyRecord(context.WithoutCancel(ctx), m.ID, key, rec.LockedUntil)
-		if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
-			s.log.WarnContext(ctx, "release idempotency key", slog.Int64("merchant_id", m.ID), slog.String("error", rerr.Error()))
-		}
-		if errors.Is(err, store.ErrConflict) && errors.Is(err, errLeaseLost) {
-			return response{}, errInFlight
-		}
+		s.release(ctx, rec)
 		return response{}, err
 	}
-	return resp, nil
+	s.addrs.prefetch()
+	j := &createJob{m: m, key: key, rec: rec, req: req, now: now, token: token, tokenHash: tokenHash,
+		done: make(chan createResult, 1)}
+	s.batcher.submit(j)
+	var r createResult
+	select {
+	case r = <-j.done:
+	case <-ctx.Done():
+		if !s.batcher.withdraw(j) {
+			// Already in a transaction: its outcome stands (an invoice
+			// committed with this key is replayed to the client's retry).
+			r = <-j.done
+			break
+		}
+		// Withdrawn before any transaction: nothing was committed.
+		r.err = context.Cause(ctx)
+	}
+	if r.err != nil {
+		// Nothing was committed for this key: free it for a retry (a lease
+		// expiry would free it anyway).
+		s.release(ctx, rec)
+		if errors.Is(r.err, store.ErrConflict) && errors.Is(r.err, errLeaseLost) {
+			return response{}, errInFlight
+		}
+		return response{}, r.err
+	}
+	return r.resp, nil
+}
+
+// release deletes rec if it is still IN_FLIGHT under its own lease.
+func (s *Service) release(ctx context.Context, rec store.IdempotencyRecord) {
+	err := s.st.ReleaseIdempotencyRecord(context.WithoutCancel(ctx), rec.MerchantID, rec.Key, rec.LockedUntil)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.WarnContext(ctx, "release idempotency key", slog.Int64("merchant_id", rec.MerchantID),
+			slog.String("error", err.Error()))
+	}
 }
 
 var (
@@ -160,44 +187,60 @@ func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyReco
 	return r, nil
 }
 
-// insertInvoice is the one transaction that makes an invoice. The counter
-// row behind NextDerivationIndex stays locked until commit, so the work
-// between it and the commit is kept to the derivation and two statements.
-func (s *Service) insertInvoice(ctx context.Context, m store.Merchant, key string, rec store.IdempotencyRecord, req invoiceRequest, now time.Time) (response, error) {
-	token, tokenHash, err := newLookupToken()
-	if err != nil {
-		return response{}, err
-	}
-	inv := store.Invoice{
-		MerchantID: m.ID, Status: store.StatusPending, AmountWei: req.amount, ChainID: s.chainID,
-		OrderID: req.orderID, Description: req.description, Metadata: req.metadata,
-		LookupTokenHash: tokenHash, ExpiresAt: now.Add(req.expiresIn), CreatedAt: now, UpdatedAt: now,
+// newInvoice is j's invoice before it has an index, an address and an id.
+func (s *Service) newInvoice(j *createJob) *store.Invoice {
+	return &store.Invoice{
+		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: s.chainID,
+		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata,
+		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
 	}
+}
+
+// completion is j's response to inv (what the client gets, the lookup
+// token included) and the DONE record holding it sealed.
+func (s *Service) completion(j *createJob, inv *store.Invoice) ([]byte, store.IdempotencyRecord, error) {
+	v := s.view(*inv)
+	v.LookupToken = j.token
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, store.IdempotencyRecord{}, err
+	}
+	sealed, err := s.creds.sealResponse(j.m.ID, j.key, body)
+	if err != nil {
+		return nil, store.IdempotencyRecord{}, err
+	}
+	status := http.StatusCreated
+	done := j.rec
+	done.Status = store.IdempotencyDone
+	done.ResponseStatus = &status
+	done.ResponseBody = sealed
+	done.InvoiceID = &inv.ID
+	return body, done, nil
+}
+
+// insertInvoice is the one transaction that makes j's invoice alone (a
+// batch of one, or a member retried on its own). The counter row behind
+// NextDerivationIndex stays locked until commit, so the work between it
+// and the commit is kept to an address lookup, two statements and the
+// sealing of the response.
+func (s *Service) insertInvoice(ctx context.Context, j *createJob) (response, error) {
+	inv := s.newInvoice(j)
 	var body []byte
-	err = s.st.InTx(ctx, func(tx store.Tx) error {
-		if err := s.assignAddress(ctx, tx, &inv); err != nil {
+	err := s.st.InTx(ctx, func(tx store.Tx) error {
+		if err := s.assignAddress(ctx, tx, inv); err != nil {
 			return err
 		}
-		if err := tx.CreateInvoice(ctx, &inv); err != nil {
+		if err := tx.CreateInvoice(ctx, inv); err != nil {
 			return err
 		}
-		v := s.view(inv)
-		v.LookupToken = token
-		var err error
-		if body, err = json.Marshal(v); err != nil {
+		var (
+			done store.IdempotencyRecord
+			err  error
+		)
+		if body, done, err = s.completion(j, inv); err != nil {
 			return err
 		}
-		sealed, err := s.creds.sealResponse(m.ID, key, body)
-		if err != nil {
-			return err
-		}
-		status := http.StatusCreated
-		done := rec
-		done.Status = store.IdempotencyDone
-		done.ResponseStatus = &status
-		done.ResponseBody = sealed
-		done.InvoiceID = &inv.ID
 		if err := tx.CompleteIdempotencyRecord(ctx, done); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return fmt.Errorf("%w: %w", errLeaseLost, err)
@@ -209,9 +252,63 @@ func (s *Service) insertInvoice(ctx context.Context, m store.Merchant, key strin
 	if err != nil {
 		return response{}, err
 	}
-	s.log.DebugContext(ctx, "invoice created", slog.Int64("invoice_id", inv.ID), slog.Int64("merchant_id", m.ID),
+	s.log.DebugContext(ctx, "invoice created", slog.Int64("invoice_id", inv.ID), slog.Int64("merchant_id", j.m.ID),
 		slog.Uint64("derivation_index", uint64(inv.DerivationIndex)))
 	return response{status: http.StatusCreated, body: body, invoiceID: inv.ID}, nil
+}
+
+// insertInvoices makes the invoices of several jobs in one transaction:
+// one counter update reserving len(jobs) indexes, one multi-row insert, one
+// update completing every record under its own lease, one commit. Any
+// failure rolls all of it back (no index is used); the caller then retries
+// the jobs one by one.
+func (s *Service) insertInvoices(ctx context.Context, jobs []*createJob) ([]response, error) {
+	invs := make([]*store.Invoice, len(jobs))
+	for i, j := range jobs {
+		invs[i] = s.newInvoice(j)
+	}
+	bodies := make([][]byte, len(jobs))
+	err := s.st.InTx(ctx, func(tx store.Tx) error {
+		first, err := tx.ReserveDerivationIndexes(ctx, len(jobs))
+		if err != nil {
+			return err
+		}
+		for i, inv := range invs {
+			err := s.setAddress(inv, first+uint32(i))
+			if errors.Is(err, hdwallet.ErrInvalidChild) {
+				err = s.assignAddress(ctx, tx, inv) // an index past the reserved range
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := tx.CreateInvoices(ctx, invs); err != nil {
+			return err
+		}
+		recs := make([]store.IdempotencyRecord, len(jobs))
+		for i, j := range jobs {
+			if bodies[i], recs[i], err = s.completion(j, invs[i]); err != nil {
+				return err
+			}
+		}
+		if err := tx.CompleteIdempotencyRecords(ctx, recs); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("%w: %w", errLeaseLost, err)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]response, len(jobs))
+	for i, inv := range invs {
+		out[i] = response{status: http.StatusCreated, body: bodies[i], invoiceID: inv.ID}
+	}
+	s.log.DebugContext(ctx, "invoices created", slog.Int("count", len(jobs)),
+		slog.Uint64("first_derivation_index", uint64(invs[0].DerivationIndex)))
+	return out, nil
 }
 
 // assignAddress takes the next derivation index and its address. BIP-32
@@ -223,18 +320,24 @@ func (s *Service) assignAddress(ctx context.Context, tx store.Tx, inv *store.Inv
 		if err != nil {
 			return err
 		}
-		addr, err := s.addrs.address(idx)
-		if errors.Is(err, hdwallet.ErrInvalidChild) {
-			continue
-		}
-		if err != nil {
+		err = s.setAddress(inv, idx)
+		if !errors.Is(err, hdwallet.ErrInvalidChild) {
 			return err
 		}
-		uri, err := FormatPaymentURI(PaymentURI{Address: addr, ChainID: s.chainID, Value: inv.AmountWei.Uint256()})
-		if err != nil {
-			return err
-		}
-		inv.DerivationIndex, inv.DepositAddress, inv.PaymentURI = idx, addr, uri
-		return nil
 	}
+}
+
+// setAddress gives inv derivation index idx, its address and the payment
+// URI naming it. hdwallet.ErrInvalidChild when idx has no address.
+func (s *Service) setAddress(inv *store.Invoice, idx uint32) error {
+	addr, err := s.addrs.address(idx)
+	if err != nil {
+		return err
+	}
+	uri, err := FormatPaymentURI(PaymentURI{Address: addr, ChainID: s.chainID, Value: inv.AmountWei.Uint256()})
+	if err != nil {
+		return err
+	}
+	inv.DerivationIndex, inv.DepositAddress, inv.PaymentURI = idx, addr, uri
+	return nil
 }

@@ -25,3 +25,11 @@ var VerifyAPIKey = verifyAPIKey
 
 // ProblemCodes lists every stable problem code.
 var ProblemCodes = problemCodes
+
+// SetBatchHook makes the committer call fn with each batch's size before
+// the batch's transaction. Set it before the first creation.
+func (s *Service) SetBatchHook(fn func(size int)) { s.batcher.hook = fn }
+
+// CreationQueue reports how many creations wait for the committer and
+// whether a committer goroutine is running.
+func (s *Service) CreationQueue() (queued int, running bool) { return s.batcher.state() }

@@ -58,6 +58,11 @@ type Config struct {
 	// before a retry may take it over (the request's process died).
 	// Defaults to 30 s.
 	IdempotencyLease time.Duration
+	// CreateBatchSize caps how many invoice creations of this process are
+	// committed in one transaction (group commit; see docs/invoice.md). A
+	// batch is whatever is queued when the previous one commits: nothing
+	// waits to fill it. 1 commits every creation alone. Defaults to 64.
+	CreateBatchSize int
 	// PurgeInterval is how often Run deletes expired Idempotency-Keys.
 	// Defaults to 1 hour.
 	PurgeInterval time.Duration
@@ -89,6 +94,7 @@ func (c *Config) fill() {
 	c.MaxMetadataBytes = cmp.Or(c.MaxMetadataBytes, 4<<10)
 	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, 24*time.Hour)
 	c.IdempotencyLease = cmp.Or(c.IdempotencyLease, 30*time.Second)
+	c.CreateBatchSize = cmp.Or(c.CreateBatchSize, 64)
 	c.PurgeInterval = cmp.Or(c.PurgeInterval, time.Hour)
 	c.QRSize = cmp.Or(c.QRSize, 256)
 	c.Auth.fill()
@@ -122,6 +128,8 @@ func (c Config) validate() error {
 		return errors.New("invoice: IdempotencyTTL must be at least 24 h")
 	case c.IdempotencyLease <= 0 || c.IdempotencyLease >= c.IdempotencyTTL:
 		return errors.New("invoice: IdempotencyLease must be positive and shorter than IdempotencyTTL")
+	case c.CreateBatchSize < 1 || c.CreateBatchSize > maxCreateBatch:
+		return fmt.Errorf("invoice: CreateBatchSize must lie within [1, %d]", maxCreateBatch)
 	case c.PurgeInterval <= 0:
 		return errors.New("invoice: PurgeInterval must be positive")
 	case c.QRSize < minQRSize || c.QRSize > maxQRSize:
@@ -131,8 +139,12 @@ func (c Config) validate() error {
 }
 
 // addrLookahead is how many deposit addresses past the last index seen are
-// derived ahead of the transactions that will take them.
-const addrLookahead = 64
+// derived ahead of the transactions that will take them: at least two
+// batches' worth.
+func addrLookahead(batch int) uint32 { return uint32(max(64, 2*batch)) }
+
+// maxCreateBatch caps Config.CreateBatchSize.
+const maxCreateBatch = 1000
 
 const (
 	minQRSize = 64
@@ -150,6 +162,7 @@ type Service struct {
 	cfg     Config
 	auth    *Authenticator
 	addrs   *addrCache
+	batcher *batcher
 	log     *slog.Logger
 	openapi []byte
 }
@@ -175,8 +188,10 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if err != nil {
 		return nil, err
 	}
-	return &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg,
-		auth: auth, addrs: newAddrCache(deriver, addrLookahead), log: cfg.Logger, openapi: doc}, nil
+	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg,
+		auth: auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
+	s.batcher = &batcher{s: s, max: cfg.CreateBatchSize}
+	return s, nil
 }
 
 // Authenticate returns the merchant whose api_key is the request's bearer

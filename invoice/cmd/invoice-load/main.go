@@ -8,14 +8,19 @@
 // and maximum latency of the measured requests, then checks the database:
 // as many invoices as 201s, and derivation indexes 0…n-1 with no gap.
 //
+// It also reports how the API grouped the creations into transactions
+// (group commit: the number of commits and the mean and largest batch).
+//
 // The database: -db names a PostgreSQL server (a URL whose user may create
 // databases); the program creates a database on it for the run and drops it
 // afterwards. Without -db (and without DATABASE_URL) it starts a private
 // throwaway server (initdb and pg_ctl in a temporary directory, on a free
-// loopback port, with pgtest's settings: fsync and synchronous_commit off)
-// and stops it on exit.
+// loopback port, with pgtest's settings: fsync and synchronous_commit off,
+// or PostgreSQL's durable defaults with -durable) and stops it on exit; it
+// then also reports the server's CPU time per invoice.
 //
 //	go run ./invoice/cmd/invoice-load -duration 10s
+//	go run ./invoice/cmd/invoice-load -durable -conns 16 -pool 16
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -70,6 +76,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	pool := fs.Int("pool", 8, "PostgreSQL connection pool size of the API")
 	params := fs.String("params", "", "extra connection parameters for the API's pool, e.g. binary_parameters=yes")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	durable := fs.Bool("durable", false, "without -db: run the private server with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on)")
+	batch := fs.Int("batch", 0, "the API's CreateBatchSize (0: its default; 1: no group commit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,14 +88,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	admin := *dbURL
 	pgPID := 0 // the private server's postmaster, whose CPU time we count
 	if admin == "" {
-		srv, err := startServer()
+		srv, err := startServer(*durable)
 		if err != nil {
 			return fmt.Errorf("start a private PostgreSQL: %w", err)
 		}
 		defer srv.stop()
 		admin = srv.url
 		pgPID = srv.pid()
-		fmt.Fprintf(stdout, "database: private PostgreSQL server (fsync=off, synchronous_commit=off)\n")
+		if *durable {
+			fmt.Fprintf(stdout, "database: private PostgreSQL server (durable defaults: fsync, synchronous_commit and full_page_writes on)\n")
+		} else {
+			fmt.Fprintf(stdout, "database: private PostgreSQL server (fsync=off, synchronous_commit=off)\n")
+		}
 	} else {
 		fmt.Fprintf(stdout, "database: server from -db\n")
 	}
@@ -109,7 +121,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	svc, err := newService(st)
+	batches := &batchCounter{}
+	svc, err := newService(st, *batch, slog.New(batches))
 	if err != nil {
 		return err
 	}
@@ -146,8 +159,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	selfBefore, pgBefore := selfCPU(), pgCPU(pgPID)
+	batches.reset()
 	res, err := phase(ctx, client, target, merchant.APIKey, "run", *conns, *duration)
 	selfUsed, pgUsed := selfCPU()-selfBefore, pgCPU(pgPID)-pgBefore
+	commits, created, largest := batches.get()
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -167,6 +182,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, ", %s in PostgreSQL", perInvoice(pgUsed))
 	}
 	fmt.Fprintln(stdout)
+	if commits > 0 {
+		fmt.Fprintf(stdout, "group commit: %d transactions, %.1f invoices each on average, at most %d\n",
+			commits, float64(created)/float64(commits), largest)
+	}
 
 	// The database agrees: one invoice per 201, indexes without a gap.
 	counts, err := st.CountInvoicesByStatus(ctx)
@@ -185,7 +204,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func newService(st *postgres.Store) (*invoice.Service, error) {
+func newService(st *postgres.Store, batch int, logger *slog.Logger) (*invoice.Service, error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
@@ -202,7 +221,55 @@ func newService(st *postgres.Store) (*invoice.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return invoice.New(st, creds, w.Deriver(), 1337, invoice.Config{})
+	return invoice.New(st, creds, w.Deriver(), 1337, invoice.Config{CreateBatchSize: batch, Logger: logger})
+}
+
+// batchCounter is a slog.Handler that counts the API's debug records of
+// committed creations: "invoice created" (one) and "invoices created"
+// (count).
+type batchCounter struct {
+	mu                        sync.Mutex
+	commits, created, largest int64
+}
+
+func (c *batchCounter) Enabled(_ context.Context, l slog.Level) bool { return l == slog.LevelDebug }
+
+func (c *batchCounter) Handle(_ context.Context, r slog.Record) error {
+	n := int64(0)
+	switch r.Message {
+	case "invoice created":
+		n = 1
+	case "invoices created":
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "count" {
+				n = a.Value.Int64()
+			}
+			return true
+		})
+	}
+	if n > 0 {
+		c.mu.Lock()
+		c.commits++
+		c.created += n
+		c.largest = max(c.largest, n)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *batchCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *batchCounter) WithGroup(string) slog.Handler      { return c }
+
+func (c *batchCounter) reset() {
+	c.mu.Lock()
+	c.commits, c.created, c.largest = 0, 0, 0
+	c.mu.Unlock()
+}
+
+func (c *batchCounter) get() (commits, created, largest int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commits, c.created, c.largest
 }
 
 type phaseResult struct {
@@ -328,7 +395,7 @@ type pgServer struct {
 	runAs         *syscall.Credential
 }
 
-func startServer() (*pgServer, error) {
+func startServer(durable bool) (*pgServer, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
@@ -364,7 +431,10 @@ func startServer() (*pgServer, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=128MB", port, dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100 -c shared_buffers=128MB", port, dir)
+	if !durable {
+		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
 	if out, err := s.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
