@@ -66,6 +66,14 @@
 // Config.IdempotencyLease; a request that fails before committing frees its
 // key at once. Keys are kept for Config.IdempotencyTTL (at least 24 h).
 //
+// Concurrent creations in one process share that transaction (group
+// commit): one committer goroutine writes whatever is queued, up to
+// Config.CreateBatchSize invoices, with one counter update, one multi-row
+// insert and one commit; a batch that fails is retried one request at a
+// time, so one bad request fails alone. The committer runs only while
+// creations are queued, and each request waits for its answer, so
+// http.Server.Shutdown drains it; there is nothing to start or stop.
+//
 // # Errors
 //
 // Every failure is an RFC 9457 application/problem+json body with a stable
