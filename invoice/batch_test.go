@@ -231,6 +231,36 @@ func TestCreateInvoice_ManyConcurrentCreations_ContiguousIndexesWithTheirAddress
 	}
 }
 
+func TestCreateInvoice_TwoReplicas_ShareTheIndexesWithoutGapOrDuplicate(t *testing.T) {
+	t.Parallel()
+	st := newPostgres(t)
+	replicas := []*env{newEnvOn(t, st), newEnvOn(t, st)}
+	m := replicas[0].newMerchant()
+	const workers, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := replicas[w%2]
+			for i := range each {
+				r, err := e.post(ctx, m.APIKey, fmt.Sprintf("w%d-%d", w, i), oneEther)
+				if err == nil && r.Status != http.StatusCreated {
+					err = fmt.Errorf("status %d: %s", r.Status, r.Body)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	requireIndexes(t, st, m.ID, workers*each)
+}
+
 func TestCreateInvoice_BatchMemberWhoseLeaseWasTakenOver_FailsAlone(t *testing.T) {
 	bothStores(t, func(t *testing.T, e *env) {
 		m := e.newMerchant()
