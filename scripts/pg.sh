@@ -32,9 +32,12 @@ as_pg() {
 	fi
 }
 
+# free_port picks a random port below Linux's ephemeral range (32768+), so
+# that no client connection lingering in TIME_WAIT holds it.
 free_port() {
-	local p
-	for p in $(seq 55432 55632); do
+	local p i
+	for i in $(seq 1 100); do
+		p=$((20000 + RANDOM % 10000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0
@@ -64,13 +67,21 @@ start_pg() {
 	PGDIR=$(mktemp -d /tmp/evmpay-pg.XXXXXX)
 	[ "$(id -u)" = 0 ] && chown postgres "$PGDIR"
 	trap stop_pg EXIT
-	local port opts setting
-	port=$(free_port)
-	opts="-p $port -k $PGDIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=256MB"
-	for setting in "$@"; do opts="$opts -c $setting"; done
-	log "starting PostgreSQL ($PGBIN) on 127.0.0.1:$port ${*:-with durable defaults}"
 	as_pg "$PGBIN/initdb" -D "$PGDIR/data" -U postgres --auth=trust -E UTF8 --no-sync >/dev/null
-	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 60 -o "$opts" start >/dev/null ||
-		{ cat "$PGDIR/log" >&2; exit 1; }
+	local port opts setting attempt
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		opts="-p $port -k $PGDIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=256MB"
+		for setting in "$@"; do opts="$opts -c $setting"; done
+		log "starting PostgreSQL ($PGBIN) on 127.0.0.1:$port ${*:-with durable defaults}"
+		if as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 60 -o "$opts" start >/dev/null; then
+			break
+		fi
+		if [ "$attempt" = 5 ]; then
+			cat "$PGDIR/log" >&2
+			exit 1
+		fi
+		log "PostgreSQL did not start on port $port; trying another"
+	done
 	PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
