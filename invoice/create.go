@@ -14,6 +14,7 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // invoiceRequest is a validated POST /v1/invoices body.
@@ -103,7 +104,7 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 			return response{}, err
 		}
 		if !bytes.Equal(prev.RequestHash, fp) {
-			return response{}, newError(http.StatusUnprocessableEntity, codeKeyReused,
+			return response{}, problem.New(http.StatusUnprocessableEntity, codeKeyReused,
 				"this Idempotency-Key was used with a different request (method, path or body)")
 		}
 		if prev.Status == store.IdempotencyDone {
@@ -167,7 +168,7 @@ func (s *Service) release(ctx context.Context, rec store.IdempotencyRecord) {
 }
 
 var (
-	errInFlight = newError(http.StatusConflict, codeKeyInFlight,
+	errInFlight = problem.New(http.StatusConflict, codeKeyInFlight,
 		"a request with this Idempotency-Key is still being processed; retry later")
 	errLeaseLost = errors.New("idempotency lease lost")
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // route is one endpoint: a Go 1.22 ServeMux pattern and its handler.
@@ -67,7 +68,7 @@ func (s *Service) Routes(mux *http.ServeMux) {
 		allow := strings.Join(methods, ", ")
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeProblem(w, newError(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed,
 				r.Method+" is not allowed here; allowed: "+allow))
 		})
 	}
@@ -87,7 +88,7 @@ func (s *Service) PublicHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeProblem(w, newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "use GET"))
+			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, "use GET"))
 			return
 		}
 		s.handlePublicInvoice(w, r)
@@ -98,38 +99,38 @@ func (s *Service) PublicHandler() http.Handler {
 // 401, an unreachable database as 503, anything else as a bare 500 (the
 // cause is logged, never shown).
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
+	var ae *problem.Problem
 	switch {
 	case errors.As(err, &ae):
-		writeProblem(w, ae)
+		problem.Write(w, ae)
 	case errors.Is(err, ErrUnauthorized):
-		writeProblem(w, errUnauthorized)
+		problem.Write(w, errUnauthorized)
 	case errors.Is(err, store.ErrNotFound):
-		writeProblem(w, errNotFound)
+		problem.Write(w, errNotFound)
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		writeProblem(w, newError(http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later"))
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later"))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this.
-		writeProblem(w, newError(http.StatusServiceUnavailable, codeUnavailable, "request cancelled"))
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeUnavailable, "request cancelled"))
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		writeProblem(w, newError(http.StatusInternalServerError, codeInternal, "internal error"))
+		problem.Write(w, problem.New(http.StatusInternalServerError, codeInternal, "internal error"))
 	}
 }
 
 var (
-	errUnauthorized = newError(http.StatusUnauthorized, codeUnauthorized,
+	errUnauthorized = problem.New(http.StatusUnauthorized, codeUnauthorized,
 		"a valid bearer credential is required")
-	errNotFound = newError(http.StatusNotFound, codeNotFound, "no such resource")
+	errNotFound = problem.New(http.StatusNotFound, codeNotFound, "no such resource")
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, newError(http.StatusInternalServerError, codeInternal, "internal error"))
+		problem.Write(w, problem.New(http.StatusInternalServerError, codeInternal, "internal error"))
 		return
 	}
 	writeBody(w, status, body)
@@ -158,16 +159,16 @@ func (s *Service) merchant(w http.ResponseWriter, r *http.Request) (store.Mercha
 
 // idempotencyKey reads the Idempotency-Key header: a token or an RFC 8941
 // string ("…"), 1 to 255 printable ASCII characters.
-func idempotencyKey(r *http.Request) (string, *apiError) {
+func idempotencyKey(r *http.Request) (string, *problem.Problem) {
 	vals := r.Header.Values("Idempotency-Key")
 	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
-		return "", newError(http.StatusBadRequest, codeKeyMissing, "the Idempotency-Key header is required")
+		return "", problem.New(http.StatusBadRequest, codeKeyMissing, "the Idempotency-Key header is required")
 	}
 	key := strings.TrimSpace(vals[0])
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
 		key = key[1 : len(key)-1]
 	}
-	bad := newError(http.StatusBadRequest, codeKeyInvalid,
+	bad := problem.New(http.StatusBadRequest, codeKeyInvalid,
 		"Idempotency-Key must be one value of 1 to 255 printable ASCII characters")
 	if len(vals) > 1 || key == "" || len(key) > maxKeyLen {
 		return "", bad
@@ -187,17 +188,17 @@ func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 	}
 	key, perr := idempotencyKey(r)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	req, perr := s.parseInvoiceRequest(body)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	resp, err := s.createInvoice(r.Context(), m, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body), req)
@@ -226,7 +227,7 @@ func (s *Service) invoiceOf(w http.ResponseWriter, r *http.Request) (store.Invoi
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		writeProblem(w, errNotFound)
+		problem.Write(w, errNotFound)
 		return store.Invoice{}, false
 	}
 	inv, err := s.st.GetInvoice(r.Context(), id)
@@ -254,12 +255,12 @@ func (s *Service) handleQRPNG(w http.ResponseWriter, r *http.Request) {
 	size := s.cfg.QRSize
 	for name, vals := range r.URL.Query() {
 		if name != "size" {
-			writeProblem(w, fieldError(codeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
+			problem.Write(w, problem.Field(codeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
 			return
 		}
 		n, err := strconv.Atoi(vals[0])
 		if err != nil || len(vals) > 1 || n < minQRSize || n > maxQRSize {
-			writeProblem(w, fieldError(codeInvalidParameter, "size",
+			problem.Write(w, problem.Field(codeInvalidParameter, "size",
 				"size must be one integer from "+strconv.Itoa(minQRSize)+" to "+strconv.Itoa(maxQRSize)))
 			return
 		}
@@ -279,7 +280,7 @@ func (s *Service) handleQRSVG(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(r.URL.Query()) > 0 {
-		writeProblem(w, newError(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters"))
+		problem.Write(w, problem.New(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters"))
 		return
 	}
 	svg, err := QRSVG(inv.PaymentURI)
@@ -336,11 +337,11 @@ var invoiceStatuses = []string{store.StatusPending, store.StatusPaid, store.Stat
 // parseListQuery reads the filters of GET /v1/invoices: status (repeated or
 // comma-separated), created_after (inclusive) and created_before
 // (exclusive) as RFC 3339 times, limit (1…100, default 20) and cursor.
-func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilter, *apiError) {
+func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilter, *problem.Problem) {
 	f := store.InvoiceFilter{MerchantID: merchantID, Limit: defaultListLimit}
-	one := func(name string) (string, *apiError) {
+	one := func(name string) (string, *problem.Problem) {
 		if len(q[name]) != 1 {
-			return "", fieldError(codeInvalidParameter, name, name+" must be given once")
+			return "", problem.Field(codeInvalidParameter, name, name+" must be given once")
 		}
 		return q[name][0], nil
 	}
@@ -351,7 +352,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 				for _, st := range strings.Split(v, ",") {
 					st = strings.ToUpper(strings.TrimSpace(st))
 					if !slices.Contains(invoiceStatuses, st) {
-						return f, fieldError(codeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
+						return f, problem.Field(codeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
 					}
 					if !slices.Contains(f.Statuses, st) {
 						f.Statuses = append(f.Statuses, st)
@@ -365,7 +366,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return f, fieldError(codeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
+				return f, problem.Field(codeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 			}
 			if name == "created_after" {
 				f.CreatedAfter = t
@@ -379,7 +380,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > maxListLimit {
-				return f, fieldError(codeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
+				return f, problem.Field(codeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
 			}
 			f.Limit = n
 		case "cursor":
@@ -389,11 +390,11 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			id, ok := decodeCursor(v)
 			if !ok {
-				return f, fieldError(codeInvalidCursor, name, "cursor is not one this API returned")
+				return f, problem.Field(codeInvalidCursor, name, "cursor is not one this API returned")
 			}
 			f.BeforeID = id
 		default:
-			return f, fieldError(codeUnknownParameter, name,
+			return f, problem.Field(codeUnknownParameter, name,
 				"unknown query parameter "+strconv.Quote(name)+" (allowed: status, created_after, created_before, limit, cursor)")
 		}
 	}
@@ -407,7 +408,7 @@ func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
 	}
 	f, perr := parseListQuery(r.URL.Query(), m.ID)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	limit := f.Limit
@@ -446,7 +447,7 @@ func (s *Service) handleGetMerchant(w http.ResponseWriter, r *http.Request) {
 
 // parseMerchantBody reads name, webhook_url and settlement_address; absent
 // or null members stay nil.
-func parseMerchantBody(body []byte) (MerchantUpdate, *apiError) {
+func parseMerchantBody(body []byte) (MerchantUpdate, *problem.Problem) {
 	ms, perr := members(body, "name", "webhook_url", "settlement_address")
 	if perr != nil {
 		return MerchantUpdate{}, perr
@@ -483,17 +484,17 @@ func (s *Service) handleUpdateMerchant(w http.ResponseWriter, r *http.Request) {
 	}
 	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	u, perr := parseMerchantBody(body)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	updated, err := s.UpdateMerchant(r.Context(), m.ID, u)
 	if errors.Is(err, ErrInvalidMerchant) {
-		writeProblem(w, merchantError(err))
+		problem.Write(w, merchantError(err))
 		return
 	}
 	if err != nil {
@@ -545,7 +546,7 @@ func (s *Service) operator(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 	}
-	writeProblem(w, errUnauthorized)
+	problem.Write(w, errUnauthorized)
 	return false
 }
 
@@ -555,16 +556,16 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 	}
 	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	u, perr := parseMerchantBody(body)
 	if perr != nil {
-		writeProblem(w, perr)
+		problem.Write(w, perr)
 		return
 	}
 	if u.SettlementAddress == nil {
-		writeProblem(w, fieldError(codeMissingField, "settlement_address", "settlement_address is required"))
+		problem.Write(w, problem.Field(codeMissingField, "settlement_address", "settlement_address is required"))
 		return
 	}
 	p := MerchantParams{SettlementAddress: *u.SettlementAddress}
@@ -576,7 +577,7 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 	}
 	created, err := s.CreateMerchant(r.Context(), p)
 	if errors.Is(err, ErrInvalidMerchant) {
-		writeProblem(w, merchantError(err))
+		problem.Write(w, merchantError(err))
 		return
 	}
 	if err != nil {
@@ -595,7 +596,7 @@ func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		writeProblem(w, errNotFound)
+		problem.Write(w, errNotFound)
 		return
 	}
 	s.rotateAPIKey(w, r, id)
@@ -617,12 +618,12 @@ type publicInvoice struct {
 func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 	tok, ok := bearer(r)
 	if !ok || !wellFormedLookupToken(tok) {
-		writeProblem(w, errUnauthorized)
+		problem.Write(w, errUnauthorized)
 		return
 	}
 	inv, err := s.st.GetInvoiceByLookupTokenHash(r.Context(), LookupTokenHash(tok))
 	if errors.Is(err, store.ErrNotFound) {
-		writeProblem(w, errUnauthorized)
+		problem.Write(w, errUnauthorized)
 		return
 	}
 	if err != nil {

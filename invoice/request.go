@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // Stable problem codes. They are part of the API: clients switch on them.
@@ -57,7 +58,7 @@ const (
 )
 
 // readBody reads the whole body, at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem.Problem) {
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
@@ -67,21 +68,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(limit)
 		}
-		return nil, newError(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return nil, problem.New(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
 	}
 	return body, nil
 }
 
-func tooLarge(limit int64) *apiError {
-	return newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+func tooLarge(limit int64) *problem.Problem {
+	return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge,
 		fmt.Sprintf("the request body is larger than %d bytes", limit))
 }
 
 // members parses body as exactly one JSON object whose member names are
 // all in allowed, each at most once. Values are returned undecoded.
-func members(body []byte, allowed ...string) (map[string]json.RawMessage, *apiError) {
-	invalid := func(detail string) *apiError {
-		return newError(http.StatusBadRequest, codeInvalidJSON, detail)
+func members(body []byte, allowed ...string) (map[string]json.RawMessage, *problem.Problem) {
+	invalid := func(detail string) *problem.Problem {
+		return problem.New(http.StatusBadRequest, codeInvalidJSON, detail)
 	}
 	if !utf8.Valid(body) {
 		return nil, invalid("the request body must be UTF-8")
@@ -98,10 +99,10 @@ func members(body []byte, allowed ...string) (map[string]json.RawMessage, *apiEr
 		}
 		name, _ := tok.(string)
 		if !slices.Contains(allowed, name) {
-			return nil, fieldError(codeUnknownField, name, fmt.Sprintf("unknown field %q (allowed: %s)", name, strings.Join(allowed, ", ")))
+			return nil, problem.Field(codeUnknownField, name, fmt.Sprintf("unknown field %q (allowed: %s)", name, strings.Join(allowed, ", ")))
 		}
 		if _, dup := out[name]; dup {
-			return nil, fieldError(codeDuplicateField, name, fmt.Sprintf("field %q appears more than once", name))
+			return nil, problem.Field(codeDuplicateField, name, fmt.Sprintf("field %q appears more than once", name))
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -121,26 +122,26 @@ func members(body []byte, allowed ...string) (map[string]json.RawMessage, *apiEr
 func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
 
 // stringMember decodes an optional string member (absent or null: "").
-func stringMember(ms map[string]json.RawMessage, name string, max int) (string, *apiError) {
+func stringMember(ms map[string]json.RawMessage, name string, max int) (string, *problem.Problem) {
 	raw := ms[name]
 	if isNull(raw) {
 		return "", nil
 	}
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fieldError(codeInvalidField, name, name+" must be a string")
+		return "", problem.Field(codeInvalidField, name, name+" must be a string")
 	}
 	if len(s) > max {
-		return "", fieldError(codeInvalidField, name, fmt.Sprintf("%s must be at most %d bytes", name, max))
+		return "", problem.Field(codeInvalidField, name, fmt.Sprintf("%s must be at most %d bytes", name, max))
 	}
 	if strings.ContainsRune(s, 0) {
-		return "", fieldError(codeInvalidField, name, name+" must not contain NUL characters")
+		return "", problem.Field(codeInvalidField, name, name+" must not contain NUL characters")
 	}
 	return s, nil
 }
 
 // parseInvoiceRequest validates a POST /v1/invoices body.
-func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *apiError) {
+func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
 	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata")
 	if perr != nil {
 		return invoiceRequest{}, perr
@@ -153,7 +154,7 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *apiError) {
 		min, max := int64(s.cfg.MinExpiry/time.Second), int64(s.cfg.MaxExpiry/time.Second)
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < min || n > max {
-			return invoiceRequest{}, fieldError(codeInvalidField, "expires_in_seconds",
+			return invoiceRequest{}, problem.Field(codeInvalidField, "expires_in_seconds",
 				fmt.Sprintf("expires_in_seconds must be an integer from %d to %d", min, max))
 		}
 		req.expiresIn = time.Duration(n) * time.Second
@@ -167,10 +168,10 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *apiError) {
 	if raw := ms["metadata"]; !isNull(raw) {
 		var buf bytes.Buffer
 		if raw[0] != '{' || json.Compact(&buf, raw) != nil {
-			return invoiceRequest{}, fieldError(codeInvalidField, "metadata", "metadata must be a JSON object")
+			return invoiceRequest{}, problem.Field(codeInvalidField, "metadata", "metadata must be a JSON object")
 		}
 		if buf.Len() > s.cfg.MaxMetadataBytes {
-			return invoiceRequest{}, fieldError(codeInvalidField, "metadata",
+			return invoiceRequest{}, problem.Field(codeInvalidField, "metadata",
 				fmt.Sprintf("metadata must be at most %d bytes of compact JSON", s.cfg.MaxMetadataBytes))
 		}
 		req.metadata = buf.Bytes()
@@ -180,34 +181,34 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *apiError) {
 
 // parseAmount reads amount_wei: a JSON string of decimal digits, > 0,
 // at most MaxAmount. Numbers are refused: clients would round them.
-func (s *Service) parseAmount(raw json.RawMessage) (store.Amount, *apiError) {
+func (s *Service) parseAmount(raw json.RawMessage) (store.Amount, *problem.Problem) {
 	const name = "amount_wei"
 	if isNull(raw) {
-		return store.Amount{}, fieldError(codeMissingField, name, "amount_wei is required")
+		return store.Amount{}, problem.Field(codeMissingField, name, "amount_wei is required")
 	}
 	var str string
 	if raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
-		return store.Amount{}, fieldError(codeInvalidAmount, name,
+		return store.Amount{}, problem.Field(codeInvalidAmount, name,
 			`amount_wei must be a JSON string of decimal digits (wei), e.g. "1500000000000000000"`)
 	}
 	a, err := store.ParseAmount(str)
 	if err != nil {
-		return store.Amount{}, fieldError(codeInvalidAmount, name,
+		return store.Amount{}, problem.Field(codeInvalidAmount, name,
 			"amount_wei must be a whole number of wei in decimal digits, without sign, point, exponent or leading zeros")
 	}
 	if a.IsZero() {
-		return store.Amount{}, fieldError(codeInvalidAmount, name, "amount_wei must be greater than 0")
+		return store.Amount{}, problem.Field(codeInvalidAmount, name, "amount_wei must be greater than 0")
 	}
 	if a.Cmp(*s.cfg.MaxAmount) > 0 {
-		return store.Amount{}, fieldError(codeInvalidAmount, name, "amount_wei must be at most "+s.cfg.MaxAmount.String())
+		return store.Amount{}, problem.Field(codeInvalidAmount, name, "amount_wei must be at most "+s.cfg.MaxAmount.String())
 	}
 	return a, nil
 }
 
 // parseAddress reads a 0x-prefixed hex address. Mixed case must be a valid
 // EIP-55 checksum, which catches typos in an address that receives money.
-func parseAddressMember(name string, raw json.RawMessage) (common.Address, *apiError) {
-	bad := fieldError(codeInvalidAddress, name,
+func parseAddressMember(name string, raw json.RawMessage) (common.Address, *problem.Problem) {
+	bad := problem.Field(codeInvalidAddress, name,
 		name+" must be a 0x-prefixed 20-byte hex address (EIP-55 checksum when mixed case), not the zero address")
 	var str string
 	if isNull(raw) || raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
@@ -229,14 +230,14 @@ func parseAddressMember(name string, raw json.RawMessage) (common.Address, *apiE
 
 // merchantError turns a merchant validation failure into a 400 naming the
 // field.
-func merchantError(err error) *apiError {
+func merchantError(err error) *problem.Problem {
 	var im *invalidMerchant
 	if !errors.As(err, &im) {
-		return newError(http.StatusBadRequest, codeInvalidField, "invalid merchant")
+		return problem.New(http.StatusBadRequest, codeInvalidField, "invalid merchant")
 	}
 	code := codeInvalidField
 	if im.field == "settlement_address" {
 		code = codeInvalidAddress
 	}
-	return fieldError(code, im.field, im.field+" must be "+im.reason)
+	return problem.Field(code, im.field, im.field+" must be "+im.reason)
 }
