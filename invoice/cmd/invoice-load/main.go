@@ -27,8 +27,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,10 +35,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -59,6 +54,7 @@ import (
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
 func main() {
@@ -88,13 +84,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	admin := *dbURL
 	pgPID := 0 // the private server's postmaster, whose CPU time we count
 	if admin == "" {
-		srv, err := startServer(*durable)
+		var settings []string
+		if !*durable {
+			settings = []string{"fsync=off", "synchronous_commit=off", "full_page_writes=off"}
+		}
+		srv, err := pgtest.StartServer(settings...)
 		if err != nil {
 			return fmt.Errorf("start a private PostgreSQL: %w", err)
 		}
-		defer srv.stop()
-		admin = srv.url
-		pgPID = srv.pid()
+		defer srv.Stop()
+		admin = srv.URL()
+		pgPID = srv.PID()
 		if *durable {
 			fmt.Fprintf(stdout, "database: private PostgreSQL server (durable defaults: fsync, synchronous_commit and full_page_writes on)\n")
 		} else {
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *params != "" {
 		admin = addParams(admin, *params)
 	}
-	dbu, drop, err := freshDatabase(admin)
+	dbu, drop, err := pgtest.NewDatabase(admin)
 	if err != nil {
 		return err
 	}
@@ -363,97 +363,6 @@ func addParams(u, params string) string {
 	return u + "?" + params
 }
 
-// freshDatabase creates a database on the server at admin and returns its
-// URL and a function that drops it.
-func freshDatabase(admin string) (string, func(), error) {
-	db, err := sql.Open("postgres", admin)
-	if err != nil {
-		return "", nil, err
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "evmpay_load_" + hex.EncodeToString(b)
-	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
-		db.Close()
-		return "", nil, fmt.Errorf("create database: %w", err)
-	}
-	drop := func() {
-		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		db.Close()
-	}
-	u, err := url.Parse(admin)
-	if err != nil || u.Scheme == "" {
-		return admin + " dbname=" + name, drop, nil
-	}
-	u.Path = "/" + name
-	return u.String(), drop, nil
-}
-
-// pgServer is a private PostgreSQL server in a temporary directory.
-type pgServer struct {
-	dir, bin, url string
-	runAs         *syscall.Credential
-}
-
-func startServer(durable bool) (*pgServer, error) {
-	bin, err := findBin()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "evmpay-load-pg-")
-	if err != nil {
-		return nil, err
-	}
-	s := &pgServer{dir: dir, bin: bin}
-	if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100 -c shared_buffers=128MB", port, dir)
-	if !durable {
-		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-	}
-	if out, err := s.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
-	}
-	s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	return s, nil
-}
-
-// pid returns the postmaster's process id (0 if unknown).
-func (s *pgServer) pid() int {
-	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	pid, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
-	return pid
-}
-
 // selfCPU is this process's user and system CPU time.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -498,33 +407,4 @@ func pgCPU(postmaster int) time.Duration {
 		ticks += ut + st
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
-}
-
-func (s *pgServer) stop() {
-	_, _ = s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
-	os.RemoveAll(s.dir)
-}
-
-func (s *pgServer) run(name string, args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(s.bin, name), args...)
-	cmd.Dir = s.dir
-	if s.runAs != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.runAs}
-	}
-	return cmd.CombinedOutput()
-}
-
-func findBin() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		return filepath.Dir(p), nil
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(matches) > 0 {
-		slices.Sort(matches)
-		return filepath.Dir(matches[len(matches)-1]), nil
-	}
-	return "", errors.New("initdb not found (install the PostgreSQL server, or pass -db)")
 }

@@ -22,18 +22,11 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +40,7 @@ var (
 	started  bool
 	adminURL string
 	startErr error
-	private  *server
+	private  *Server
 	template string
 )
 
@@ -57,7 +50,7 @@ func Main(m *testing.M) {
 	code := m.Run()
 	mu.Lock()
 	if private != nil {
-		private.stop()
+		private.Stop()
 	}
 	mu.Unlock()
 	os.Exit(code)
@@ -125,12 +118,13 @@ func findServer() (string, error) {
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
 		return u, nil
 	}
-	s, err := startServer()
+	// A scratch server: durability is not under test, speed is.
+	s, err := StartServer("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=300")
 	if err != nil {
 		return "", err
 	}
 	private = s
-	return s.url, nil
+	return s.URL(), nil
 }
 
 // makeTemplate creates and migrates a database that every test database
@@ -151,6 +145,17 @@ func makeTemplate(admin string) (string, error) {
 		return "", fmt.Errorf("migrate template: %w", err)
 	}
 	return name, nil
+}
+
+// NewDatabase creates an empty database on the server at adminURL and
+// returns its URL and a function that drops it (for load programs; tests use
+// URL or New).
+func NewDatabase(adminURL string) (string, func(), error) {
+	name := "evmpay_" + randomHex(6)
+	if err := createDatabase(adminURL, name, ""); err != nil {
+		return "", nil, err
+	}
+	return withDatabase(adminURL, name), func() { dropDatabase(adminURL, name) }, nil
 }
 
 var createMu sync.Mutex
@@ -200,106 +205,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// server is a private PostgreSQL server in a temporary directory.
-type server struct {
-	dir    string
-	bin    string
-	url    string
-	runAs  *syscall.Credential
-	stopMu sync.Once
-}
-
-// startServer runs initdb and pg_ctl start on a free loopback port.
-func startServer() (*server, error) {
-	bin, err := findBin()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "evmpay-pg-")
-	if err != nil {
-		return nil, err
-	}
-	s := &server{dir: dir, bin: bin}
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root: run it as the postgres user.
-		cred, err := postgresUser()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s.runAs = cred
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=128MB", port, dir)
-	if out, err := s.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %v: %s %s", err, out, log)
-	}
-	s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	return s, nil
-}
-
-func (s *server) stop() {
-	s.stopMu.Do(func() {
-		_, _ = s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
-		os.RemoveAll(s.dir)
-	})
-}
-
-func (s *server) run(name string, args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(s.bin, name), args...)
-	cmd.Dir = s.dir
-	if s.runAs != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.runAs}
-	}
-	return cmd.CombinedOutput()
-}
-
-func findBin() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		return filepath.Dir(p), nil
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(matches) > 0 {
-		return filepath.Dir(matches[len(matches)-1]), nil
-	}
-	return "", errors.New("initdb not found (install the PostgreSQL server, e.g. apt-get install postgresql)")
-}
-
-func postgresUser() (*syscall.Credential, error) {
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root needs a postgres user to run the server: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
