@@ -56,3 +56,16 @@ func openB(b *testing.B) *sqlite.Store {
 func BenchmarkInsertInvoices(b *testing.B) { storetest.BenchmarkInsertInvoices(b, openB(b)) }
 
 func BenchmarkInsertBlock(b *testing.B) { storetest.BenchmarkInsertBlock(b, openB(b)) }
+
+// The archive keeps every column of invoices, in order, so that a later
+// migration cannot silently drop data on archiving.
+func TestSchema_InvoicesArchiveHasTheSameColumns(t *testing.T) {
+	st := open(t)
+	cols := func(table string) []string {
+		var cs []string
+		require.NoError(t, st.DB().Select(&cs, `SELECT name || ' ' || type FROM pragma_table_info(?) ORDER BY cid`, table))
+		return cs
+	}
+	require.NotEmpty(t, cols("invoices"))
+	require.Equal(t, cols("invoices"), cols("invoices_archive"))
+}
