@@ -28,8 +28,8 @@ fi
 log "go vet ./..."
 go vet ./...
 
-log "go test -race -count=1 ${*:-./...}"
-go test -race -count=1 "${@:-./...}"
+log "go test -race -count=1 -timeout 20m ${*:-./...}"
+go test -race -count=1 -timeout 20m "${@:-./...}"
 
 if [ $# -eq 0 ]; then
 	log "fuzzing each target for ${FUZZTIME:-5s}"
