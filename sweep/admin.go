@@ -48,17 +48,45 @@ type Skipped struct {
 	SweepStatus string `json:"sweep_status,omitempty"`
 }
 
+// Admin is the operator side of sweep: re-queueing FAILED sweeps. It needs
+// only the database — no key, no node — so a host can serve it from a
+// process that does not sweep (NewAdmin); a Sweeper has one too
+// (Sweeper.AdminHandler, Sweeper.Retry).
+type Admin struct {
+	st  Store
+	cfg Config
+	log *slog.Logger
+}
+
+// NewAdmin returns the operator endpoints over st. Of cfg it uses
+// OperatorToken, Now and Logger.
+func NewAdmin(st Store, cfg Config) (*Admin, error) {
+	if st == nil {
+		return nil, errors.New("sweep: a store is required")
+	}
+	cfg = cfg.withDefaults()
+	return &Admin{st: st, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Retry is Admin.Retry on the sweeper's store.
+func (s *Sweeper) Retry(ctx context.Context, ids []int64) (RetryResult, error) {
+	return s.admin.Retry(ctx, ids)
+}
+
+// AdminHandler is Admin.Handler on the sweeper's store.
+func (s *Sweeper) AdminHandler() http.Handler { return s.admin.Handler() }
+
 // Retry re-queues FAILED sweeps: the invoices ids, or every FAILED sweep
 // when ids is empty (at most 10000 per call; Truncated says when more are
 // left). The next pass resumes each from its stored transactions — a
 // funding already signed is re-broadcast, not signed again — with its
 // attempt count reset.
-func (s *Sweeper) Retry(ctx context.Context, ids []int64) (RetryResult, error) {
+func (a *Admin) Retry(ctx context.Context, ids []int64) (RetryResult, error) {
 	res := RetryResult{Requeued: []Requeued{}, Skipped: []Skipped{}}
 	if len(ids) == 0 {
 		var after int64
 		for len(res.Requeued) < maxRetryAll {
-			invs, err := s.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, after, min(500, maxRetryAll-len(res.Requeued)))
+			invs, err := a.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, after, min(500, maxRetryAll-len(res.Requeued)))
 			if err != nil {
 				return res, err
 			}
@@ -69,24 +97,24 @@ func (s *Sweeper) Retry(ctx context.Context, ids []int64) (RetryResult, error) {
 				ids = append(ids, inv.ID)
 				after = inv.ID
 			}
-			if err := s.requeue(ctx, ids, &res); err != nil {
+			if err := a.requeue(ctx, ids, &res); err != nil {
 				return res, err
 			}
 			ids = ids[:0]
 		}
-		more, err := s.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, 0, 1)
+		more, err := a.st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, 0, 1)
 		res.Truncated = len(more) > 0
 		return res, err
 	}
-	return res, s.requeue(ctx, ids, &res)
+	return res, a.requeue(ctx, ids, &res)
 }
 
-func (s *Sweeper) requeue(ctx context.Context, ids []int64, res *RetryResult) error {
-	now := s.cfg.Now().UTC()
+func (a *Admin) requeue(ctx context.Context, ids []int64, res *RetryResult) error {
+	now := a.cfg.Now().UTC()
 	for _, id := range ids {
 		var skipped *Skipped
 		var previous string
-		err := s.updateInvoice(ctx, id, func(inv *store.Invoice) bool {
+		err := updateInvoice(ctx, a.st, id, func(inv *store.Invoice) bool {
 			skipped, previous = nil, inv.SweepError
 			if inv.SweepStatus != store.SweepFailed {
 				skipped = &Skipped{InvoiceID: id, Reason: "not failed", SweepStatus: inv.SweepStatus}
@@ -105,13 +133,13 @@ func (s *Sweeper) requeue(ctx context.Context, ids []int64, res *RetryResult) er
 			res.Skipped = append(res.Skipped, *skipped)
 		default:
 			res.Requeued = append(res.Requeued, Requeued{InvoiceID: id, PreviousError: previous})
-			s.log.InfoContext(ctx, "sweep: re-queued", slog.Int64("invoice_id", id), slog.String("previous_error", previous))
+			a.log.InfoContext(ctx, "sweep: re-queued", slog.Int64("invoice_id", id), slog.String("previous_error", previous))
 		}
 	}
 	return nil
 }
 
-// AdminHandler serves the operator endpoints under /v1/admin/sweeps/:
+// Handler serves the operator endpoints under /v1/admin/sweeps/:
 //
 //	POST /v1/admin/sweeps/retry   body {"invoice_ids":[…]} or empty for every FAILED sweep
 //
@@ -122,10 +150,10 @@ func (s *Sweeper) requeue(ctx context.Context, ids []int64, res *RetryResult) er
 // method_not_allowed (405), not_found (404), internal (500). Mount it on a
 // host's mux:
 //
-//	mux.Handle("/v1/admin/sweeps/", sweeper.AdminHandler())
-func (s *Sweeper) AdminHandler() http.Handler {
+//	mux.Handle("/v1/admin/sweeps/", admin.Handler())
+func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+RetryPath, s.serveRetry)
+	mux.HandleFunc("POST "+RetryPath, a.serveRetry)
 	mux.HandleFunc(RetryPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		problem.Respond(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
@@ -133,9 +161,9 @@ func (s *Sweeper) AdminHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Respond(w, http.StatusNotFound, "not_found", "no such admin endpoint")
 	})
-	want := sha256.Sum256([]byte(s.cfg.OperatorToken))
+	want := sha256.Sum256([]byte(a.cfg.OperatorToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.OperatorToken == "" {
+		if a.cfg.OperatorToken == "" {
 			problem.Respond(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
 			return
 		}
@@ -150,7 +178,7 @@ func (s *Sweeper) AdminHandler() http.Handler {
 	})
 }
 
-func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		InvoiceIDs *[]int64 `json:"invoice_ids"`
 	}
@@ -193,9 +221,9 @@ func (s *Sweeper) serveRetry(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	res, err := s.Retry(r.Context(), ids)
+	res, err := a.Retry(r.Context(), ids)
 	if err != nil {
-		s.log.ErrorContext(r.Context(), "sweep: retry", slog.String("error", err.Error()))
+		a.log.ErrorContext(r.Context(), "sweep: retry", slog.String("error", err.Error()))
 		problem.Respond(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
 		return
 	}

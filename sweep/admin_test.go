@@ -114,3 +114,28 @@ func TestRetry_RequeuesOnlyTheFailedOnesAsked(t *testing.T) {
 	require.False(t, res.Truncated)
 	require.True(t, e.all(ids(invs), store.SweepQueued)())
 }
+
+// A process without keys or a node (an API replica) serves the retry
+// endpoint through NewAdmin.
+func TestNewAdmin_RetriesWithoutKeysOrNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sweepWalletBalance(big0()))
+	invs := e.confirmedInvoices(2, eth(1))
+	s, err := New(e.st, e.client, Keys{Deposits: e.wallet, Wallet: NewKeySigner(e.sweepKey)},
+		Config{Now: e.clock.Now})
+	require.NoError(t, err)
+	require.NoError(t, s.RunOnce(ctx))
+	require.True(t, e.all(ids(invs), store.SweepFailed)())
+
+	_, err = NewAdmin(nil, Config{})
+	require.Error(t, err)
+	admin, err := NewAdmin(e.st, Config{OperatorToken: operatorToken, Now: e.clock.Now})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, retryRequest(t, admin.Handler(), "wrong", "").Code)
+	rec := retryRequest(t, admin.Handler(), operatorToken, "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var res RetryResult
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
+	require.Len(t, res.Requeued, 2)
+	require.True(t, e.all(ids(invs), store.SweepQueued)())
+}

@@ -25,6 +25,7 @@ type Sweeper struct {
 	cfg   Config
 	log   *slog.Logger
 	m     *metrics
+	admin *Admin
 
 	mu      sync.Mutex
 	chainID *big.Int
@@ -59,7 +60,8 @@ func New(st Store, chain Chain, keys Keys, cfg Config) (*Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sweeper{st: st, chain: chain, keys: keys, cfg: cfg, log: cfg.Logger, m: m}, nil
+	return &Sweeper{st: st, chain: chain, keys: keys, cfg: cfg, log: cfg.Logger, m: m,
+		admin: &Admin{st: st, cfg: cfg, log: cfg.Logger}}, nil
 }
 
 // Run sweeps until ctx is cancelled. It looks at the chain head every
@@ -331,7 +333,13 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 // updateInvoice applies change to the current row under a row lock;
 // change reports whether to write.
 func (s *Sweeper) updateInvoice(ctx context.Context, id int64, change func(*store.Invoice) bool) error {
-	return s.inTx(ctx, func(tx store.Tx) error {
+	return updateInvoice(ctx, s.st, id, change)
+}
+
+// updateInvoice applies change to an invoice under its row lock, retrying
+// when a concurrent writer (settlement) won the optimistic version check.
+func updateInvoice(ctx context.Context, st Store, id int64, change func(*store.Invoice) bool) error {
+	return inTx(ctx, st, func(tx store.Tx) error {
 		inv, err := tx.GetInvoiceForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -346,9 +354,15 @@ func (s *Sweeper) updateInvoice(ctx context.Context, id int64, change func(*stor
 // inTx runs fn in a database transaction, again (up to three times) when
 // it loses an optimistic race (store.ErrConflict on an invoice version).
 func (s *Sweeper) inTx(ctx context.Context, fn func(store.Tx) error) error {
+	return inTx(ctx, s.st, fn)
+}
+
+// inTx runs fn in a transaction, again (up to three times in all) when it
+// lost an optimistic update to a concurrent writer.
+func inTx(ctx context.Context, st Store, fn func(store.Tx) error) error {
 	var err error
 	for range 3 {
-		if err = s.st.InTx(ctx, fn); !errors.Is(err, store.ErrConflict) {
+		if err = st.InTx(ctx, fn); !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 	}

@@ -348,7 +348,6 @@ func (a *app) buildSweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.mux.Handle("/v1/admin/sweeps/", a.sweeper.AdminHandler())
 	a.workers = append(a.workers, worker{"sweep", a.sweeper.Run})
 	return nil
 }

@@ -31,6 +31,17 @@ func (a *app) buildOps() {
 	}
 	if a.cfg.roles[roleAPI] || a.cfg.roles[roleSweep] {
 		a.mux.HandleFunc("GET /v1/admin/status", a.serveStatus)
+		// The sweep retry endpoint needs only the database: API replicas
+		// serve it too, without holding a key.
+		admin := http.Handler(nil)
+		if a.sweeper != nil {
+			admin = a.sweeper.AdminHandler()
+		} else if sa, err := sweep.NewAdmin(a.st, sweep.Config{OperatorToken: a.adminToken, Logger: a.log.With("component", "sweep")}); err == nil {
+			admin = sa.Handler()
+		}
+		if admin != nil {
+			a.mux.Handle("/v1/admin/sweeps/", admin)
+		}
 	}
 }
 

@@ -151,6 +151,16 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 	recv.setSecret(string(secret[1]))
 
 	payFlow(t, ctx, apiClient{t: t, base: "http://" + apiAddr, key: string(key[1])}, chainAddr, recv)
+
+	// The API process, which holds no sweep key, serves the operator's
+	// sweep retry and status.
+	op := apiClient{t: t, base: "http://" + apiAddr, key: "operator-token-for-tests"}
+	code, retried := op.do("POST", "/v1/admin/sweeps/retry", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%v", retried)
+	require.Empty(t, retried["requeued"])
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, true, status["healthy"], "%v", status)
 }
 
 // waitRPC waits until a JSON-RPC node answers eth_chainId.
