@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"time"
-
-	"github.com/ethereum/go-ethereum/common"
 )
 
 // MerchantStore stores merchants.
@@ -67,9 +65,6 @@ type InvoiceStore interface {
 	GetInvoiceForUpdate(ctx context.Context, id int64) (Invoice, error)
 	GetInvoiceByLookupTokenHash(ctx context.Context, hash []byte) (Invoice, error)
 	ListInvoices(ctx context.Context, f InvoiceFilter) ([]Invoice, error)
-	// InvoicesByDepositAddress returns the invoices (any status) whose
-	// deposit address is one of addrs, by an indexed lookup.
-	InvoicesByDepositAddress(ctx context.Context, addrs []common.Address) ([]Invoice, error)
 	// UpdateInvoice writes every mutable field of inv if its Version still
 	// matches the stored one, then increments inv.Version. ErrConflict when
 	// the invoice changed since it was read.
@@ -93,8 +88,6 @@ type IdempotencyStore interface {
 	// that completes it makes it durable first.
 	CreateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
 	GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (IdempotencyRecord, error)
-	// UpdateIdempotencyRecord writes status, response and lease of rec.
-	UpdateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
 	// ClaimIdempotencyRecord replaces the IN_FLIGHT record of
 	// (rec.MerchantID, rec.Key) by rec when that record's lease
 	// (LockedUntil) ended at or before now: the request that held it died
@@ -122,9 +115,6 @@ type IdempotencyStore interface {
 	// that a request that failed without changing anything can be retried
 	// at once. ErrNotFound when the record is gone or held by another lease.
 	ReleaseIdempotencyRecord(ctx context.Context, merchantID int64, key string, lockedUntil time.Time) error
-	// DeleteIdempotencyRecord removes a record (a request that failed
-	// before it changed anything).
-	DeleteIdempotencyRecord(ctx context.Context, merchantID int64, key string) error
 	// DeleteExpiredIdempotencyRecords removes records that expired before
 	// now and returns how many.
 	DeleteExpiredIdempotencyRecords(ctx context.Context, now time.Time) (int64, error)

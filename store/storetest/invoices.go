@@ -21,7 +21,6 @@ func invoiceTests() []test {
 		{"Invoice_StaleVersion_Conflict", testInvoiceStaleVersion},
 		{"Invoice_UniqueColumns_Conflict", testInvoiceUnique},
 		{"Invoice_ListFiltersAndPages", testInvoiceList},
-		{"Invoice_ByDepositAddress", testInvoiceByDepositAddress},
 		{"Invoice_ListExpiring", testInvoiceExpiring},
 		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
 		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
@@ -225,19 +224,6 @@ func invoiceIDs(invs []store.Invoice) []int64 {
 	return ids
 }
 
-func testInvoiceByDepositAddress(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	a := newInvoice(t, st, m.ID)
-	b := newInvoice(t, st, m.ID)
-	newInvoice(t, st, m.ID)
-	got, err := st.InvoicesByDepositAddress(ctx, []common.Address{b.DepositAddress, randAddr(), a.DepositAddress})
-	require.NoError(t, err)
-	require.Equal(t, []int64{a.ID, b.ID}, invoiceIDs(got))
-	none, err := st.InvoicesByDepositAddress(ctx, nil)
-	require.NoError(t, err)
-	require.Empty(t, none)
-}
-
 func testInvoiceExpiring(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	old := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.ExpiresAt = now().Add(-time.Minute) })
@@ -374,7 +360,7 @@ func testIdempotency(t *testing.T, st store.Store) {
 	got.ResponseStatus = &status
 	got.ResponseBody = []byte(`{"id":42}`)
 	got.InvoiceID = &invID
-	require.NoError(t, st.UpdateIdempotencyRecord(ctx, got))
+	require.NoError(t, st.CompleteIdempotencyRecord(ctx, got))
 	got, err = st.GetIdempotencyRecord(ctx, m.ID, "key-1")
 	require.NoError(t, err)
 	require.Equal(t, 201, *got.ResponseStatus)
@@ -387,8 +373,8 @@ func testIdempotency(t *testing.T, st store.Store) {
 	_, err = st.GetIdempotencyRecord(ctx, m.ID, "key-1")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	require.NoError(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"))
-	require.ErrorIs(t, st.DeleteIdempotencyRecord(ctx, other.ID, "key-1"), store.ErrNotFound)
+	require.NoError(t, st.ReleaseIdempotencyRecord(ctx, other.ID, "key-1", rec2.LockedUntil))
+	require.ErrorIs(t, st.ReleaseIdempotencyRecord(ctx, other.ID, "key-1", rec2.LockedUntil), store.ErrNotFound)
 }
 
 func testMerchantForUpdate(t *testing.T, st store.Store) {

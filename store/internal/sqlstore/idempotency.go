@@ -41,27 +41,6 @@ func (s *Store) GetIdempotencyRecord(ctx context.Context, merchantID int64, key 
 	return rec, err
 }
 
-// UpdateIdempotencyRecord implements store.IdempotencyStore.
-func (s *Store) UpdateIdempotencyRecord(ctx context.Context, rec store.IdempotencyRecord) error {
-	res, err := s.namedExec(ctx, `UPDATE idempotency_keys SET request_hash = :request_hash,
-			status = :status, response_status = :response_status, response_body = :response_body,
-			invoice_id = :invoice_id, locked_until = :locked_until, expires_at = :expires_at
-		WHERE merchant_id = :merchant_id AND key = :key`, rec)
-	if err != nil {
-		return err
-	}
-	return mustAffect(res)
-}
-
-// DeleteIdempotencyRecord implements store.IdempotencyStore.
-func (s *Store) DeleteIdempotencyRecord(ctx context.Context, merchantID int64, key string) error {
-	res, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key)
-	if err != nil {
-		return err
-	}
-	return mustAffect(res)
-}
-
 // DeleteExpiredIdempotencyRecords implements store.IdempotencyStore.
 func (s *Store) DeleteExpiredIdempotencyRecords(ctx context.Context, now time.Time) (int64, error) {
 	res, err := s.exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at < ? AND status = ?`,

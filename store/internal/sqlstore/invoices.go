@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -212,20 +210,6 @@ func (s *Store) ListInvoices(ctx context.Context, f store.InvoiceFilter) ([]stor
 	args = append(args, limit(f.Limit, 100, 1000))
 	var invs []store.Invoice
 	err := s.selIn(ctx, &invs, q, args...)
-	return invs, err
-}
-
-// InvoicesByDepositAddress implements store.InvoiceStore.
-func (s *Store) InvoicesByDepositAddress(ctx context.Context, addrs []common.Address) ([]store.Invoice, error) {
-	if len(addrs) == 0 {
-		return nil, nil
-	}
-	keys := make([][]byte, len(addrs))
-	for i := range addrs {
-		keys[i] = addrs[i].Bytes()
-	}
-	var invs []store.Invoice
-	err := s.selIn(ctx, &invs, selectInvoice+` WHERE deposit_address IN (?) ORDER BY id`, keys)
 	return invs, err
 }
 
