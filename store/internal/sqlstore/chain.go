@@ -113,11 +113,21 @@ func (s *Store) LatestBlock(ctx context.Context) (store.Block, error) {
 
 // ListBlockHashes implements store.ChainStore.
 func (s *Store) ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error) {
+	return s.hashesByNumber(ctx, "blocks", from, to)
+}
+
+// hashesByNumber reads the (number, hash) rows of table with numbers in
+// [from, to].
+func (s *Store) hashesByNumber(ctx context.Context, table string, from, to uint64) (map[uint64]common.Hash, error) {
+	if from > math.MaxInt64 {
+		return map[uint64]common.Hash{}, nil
+	}
+	to = min(to, math.MaxInt64)
 	var rows []struct {
 		Number uint64      `db:"number"`
 		Hash   common.Hash `db:"hash"`
 	}
-	if err := s.sel(ctx, &rows, `SELECT number, hash FROM blocks WHERE number >= ? AND number <= ?`, from, to); err != nil {
+	if err := s.sel(ctx, &rows, `SELECT number, hash FROM `+table+` WHERE number >= ? AND number <= ?`, from, to); err != nil {
 		return nil, err
 	}
 	out := make(map[uint64]common.Hash, len(rows))

@@ -108,21 +108,7 @@ func (s *Store) InsertSettledBlock(ctx context.Context, number uint64, hash comm
 
 // ListSettledBlockHashes implements store.SettlementStore.
 func (s *Store) ListSettledBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error) {
-	if to > math.MaxInt64 {
-		to = math.MaxInt64
-	}
-	var rows []struct {
-		Number uint64      `db:"number"`
-		Hash   common.Hash `db:"hash"`
-	}
-	if err := s.sel(ctx, &rows, `SELECT number, hash FROM settlement_blocks WHERE number >= ? AND number <= ?`, from, to); err != nil {
-		return nil, err
-	}
-	out := make(map[uint64]common.Hash, len(rows))
-	for _, r := range rows {
-		out[r.Number] = r.Hash
-	}
-	return out, nil
+	return s.hashesByNumber(ctx, "settlement_blocks", from, to)
 }
 
 // DeleteSettledBlocks implements store.SettlementStore.
