@@ -477,19 +477,27 @@ func parseMerchantBody(body []byte) (MerchantUpdate, *problem.Problem) {
 	return u, nil
 }
 
+// readMerchantBody reads and parses a merchant create/update body,
+// answering the problem itself when it is bad.
+func (s *Service) readMerchantBody(w http.ResponseWriter, r *http.Request) (MerchantUpdate, bool) {
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr == nil {
+		var u MerchantUpdate
+		if u, perr = parseMerchantBody(body); perr == nil {
+			return u, true
+		}
+	}
+	problem.Write(w, perr)
+	return MerchantUpdate{}, false
+}
+
 func (s *Service) handleUpdateMerchant(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.merchant(w, r)
 	if !ok {
 		return
 	}
-	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	u, perr := parseMerchantBody(body)
-	if perr != nil {
-		problem.Write(w, perr)
+	u, ok := s.readMerchantBody(w, r)
+	if !ok {
 		return
 	}
 	updated, err := s.UpdateMerchant(r.Context(), m.ID, u)
@@ -554,14 +562,8 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 	if !s.operator(w, r) {
 		return
 	}
-	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	u, perr := parseMerchantBody(body)
-	if perr != nil {
-		problem.Write(w, perr)
+	u, ok := s.readMerchantBody(w, r)
+	if !ok {
 		return
 	}
 	if u.SettlementAddress == nil {
