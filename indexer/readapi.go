@@ -209,7 +209,7 @@ func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(id, "0x") || strings.HasPrefix(id, "0X") {
 		h, ok := parseHash(id)
 		if !ok {
-			problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+			badBlockID(w)
 			return
 		}
 		a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlockByHash(ctx, h) })
@@ -217,20 +217,23 @@ func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := strconv.ParseUint(id, 10, 63)
 	if err != nil {
-		problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+		badBlockID(w)
 		return
 	}
 	a.serveBlock(w, r, func(ctx context.Context) (store.Block, error) { return a.st.GetBlock(ctx, n) })
+}
+
+func badBlockID(w http.ResponseWriter) {
+	problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
 }
 
 // serveBlock answers a block with its transactions. The two reads are not
 // one snapshot, so they are checked against each other (a reorg may have
 // replaced the block in between) and done again if they disagree.
 func (a *ReadAPI) serveBlock(w http.ResponseWriter, r *http.Request, get func(context.Context) (store.Block, error)) {
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	ctx, cancel, ok := a.begin(w, r)
 	defer cancel()
-	if err := a.checkFresh(ctx); err != nil {
-		a.fail(w, r, err)
+	if !ok {
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -277,10 +280,9 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	ctx, cancel, ok := a.begin(w, r)
 	defer cancel()
-	if err := a.checkFresh(ctx); err != nil {
-		a.fail(w, r, err)
+	if !ok {
 		return
 	}
 	t, err := a.st.GetTx(ctx, h)
@@ -322,10 +324,9 @@ func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	ctx, cancel, ok := a.begin(w, r)
 	defer cancel()
-	if err := a.checkFresh(ctx); err != nil {
-		a.fail(w, r, err)
+	if !ok {
 		return
 	}
 	txs, err := a.st.ListTxsByAddress(ctx, addr, beforeBlock, beforeIndex, limit+1)
@@ -352,6 +353,17 @@ var errStale = errors.New("the index is stale")
 // checkFresh fails when the database is unreachable, or the index has not
 // been written for StaleAfter (the database cannot write, or no indexer
 // runs).
+// begin bounds a request's database work by QueryTimeout and refuses it
+// (answering 500) when the index is stale or unreadable.
+func (a *ReadAPI) begin(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.QueryTimeout)
+	if err := a.checkFresh(ctx); err != nil {
+		a.fail(w, r, err)
+		return ctx, cancel, false
+	}
+	return ctx, cancel, true
+}
+
 func (a *ReadAPI) checkFresh(ctx context.Context) error {
 	if a.cfg.StaleAfter < 0 {
 		return nil
