@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,16 +16,11 @@ import (
 
 // runDevChain runs the dev chain alone, for `payd serve` to use.
 func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("devchain", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("devchain")
 	addr := fs.String("chain-rpc", "127.0.0.1:8545", "JSON-RPC listen address")
 	period := fs.Duration("block-time", 1200*time.Millisecond, "time between blocks")
 	fund := fs.String("fund", "", "comma-separated extra addresses to fund (e.g. the gas funder)")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	log, err := newLogger(stdout, *logFormat)
+	log, err := parseLogged(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -55,8 +49,7 @@ func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
 
 // runMigrate applies the PostgreSQL migrations to DATABASE_URL.
 func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("migrate")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -79,8 +72,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 // runXPub prints the deposit account's xpub, for API processes that should
 // not hold the mnemonic (PAY_XPUB).
 func runXPub(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("xpub", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("xpub")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,19 +25,14 @@ const demoSettlementIndex = 100
 // runDev runs everything in one process with no set-up: a dev chain, SQLite,
 // every API and worker, and a demo merchant.
 func runDev(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("dev")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the invoice, read and admin APIs")
 	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy")
 	chainAddr := fs.String("chain-rpc", "127.0.0.1:8545", "listen address of the dev chain's JSON-RPC")
 	dataDir := fs.String("data", ".payd", "directory for the SQLite file and generated development secrets")
 	blockTime := fs.Duration("block-time", 1200*time.Millisecond, "time between dev chain blocks")
 	webhookURL := fs.String("webhook-url", "", "the demo merchant's webhook URL")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	log, err := newLogger(stdout, *logFormat)
+	log, err := parseLogged(fs, args, stdout)
 	if err != nil {
 		return err
 	}

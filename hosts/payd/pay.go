@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -23,8 +22,7 @@ import (
 // newcomer needs. It prints the transaction hash, waits for the receipt and
 // fails when the transaction fails.
 func runPay(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("pay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("pay")
 	rpcAddr := fs.String("rpc", "127.0.0.1:8545", "chain JSON-RPC address (host:port or URL)")
 	keyFile := fs.String("key-file", "", "file holding the payer's hex private key (default: dev account 0 of the well-known test mnemonic)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the transaction to be mined")

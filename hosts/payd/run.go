@@ -69,6 +69,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
+// newFlagSet returns a flag set whose errors come back as usage errors
+// (parseFlags) instead of being printed.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseLogged adds --log-format to fs, parses args and returns the
+// process logger.
+func parseLogged(fs *flag.FlagSet, args []string, stdout io.Writer) (*slog.Logger, error) {
+	format := fs.String("log-format", "text", "log format: text or json")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return newLogger(stdout, *format)
+}
+
 // parseFlags parses args and turns flag errors into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {

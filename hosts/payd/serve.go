@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,21 +17,16 @@ import (
 
 // runServe is production mode: PostgreSQL, a real node, secrets from files.
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("serve")
 	rolesFlag := fs.String("roles", "", "comma-separated roles: api,gateway,settlement,sweep,webhooks (or all)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the APIs, /metrics, /healthz, /readyz")
 	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy (gateway role)")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
 	migrate := fs.Bool("migrate", true, "apply database migrations at start")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	roles, err := parseRoles(*rolesFlag)
+	log, err := parseLogged(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(stdout, *logFormat)
+	roles, err := parseRoles(*rolesFlag)
 	if err != nil {
 		return err
 	}
@@ -155,8 +149,7 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
 		return usageError("usage: payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]")
 	}
-	fs := flag.NewFlagSet("merchants create", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("merchants create")
 	webhookURL := fs.String("webhook-url", "", "where the merchant's signed webhooks go (http or https URL)")
 	settlement := fs.String("settlement-address", "", "the address swept funds go to")
 	name := fs.String("name", "", "a name for people")
