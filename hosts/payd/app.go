@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/time/rate"
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/indexer"
@@ -118,10 +119,9 @@ type app struct {
 	invoices   *invoice.Service
 	sweeper    *sweep.Sweeper
 
-	mux            *http.ServeMux
-	readAPIMounted bool
-	proxy          *rpcproxy.Proxy
-	workers        []worker
+	mux     *http.ServeMux
+	proxy   *rpcproxy.Proxy
+	workers []worker
 
 	httpLn, proxyLn net.Listener
 }
@@ -174,7 +174,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 			}
 		}
 	}
-	a.buildOps()
+	if err := a.buildOps(); err != nil {
+		return nil, err
+	}
 	if a.httpLn, err = net.Listen("tcp", cfg.httpAddr); err != nil {
 		return nil, fmt.Errorf("--http %s: %w (is another payd running? choose another address)", cfg.httpAddr, err)
 	}
@@ -228,7 +230,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		return err
 	}
 	deliveries.Register(a.mux)
-	return a.mountReadAPI()
+	return nil
 }
 
 // metrics is the registerer for packages whose metric names carry no
@@ -268,21 +270,6 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 	return d, nil
 }
 
-// mountReadAPI serves the read API: the api and gateway roles both do, on
-// one mux, so it is mounted once.
-func (a *app) mountReadAPI() error {
-	if a.readAPIMounted {
-		return nil
-	}
-	ra, err := indexer.NewReadAPI(a.st, indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
-	if err != nil {
-		return err
-	}
-	ra.Register(a.mux)
-	a.readAPIMounted = true
-	return nil
-}
-
 func (a *app) buildGateway(ctx context.Context) error {
 	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
 		Backfill:   a.cfg.backfill,
@@ -295,7 +282,7 @@ func (a *app) buildGateway(ctx context.Context) error {
 	}
 	a.workers = append(a.workers, worker{"indexer", ix.Run})
 	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
-		Rate:       rateLimit(a.cfg.proxyRate),
+		Rate:       rate.Limit(a.cfg.proxyRate),
 		Burst:      a.cfg.proxyBurst,
 		Registerer: a.metrics(),
 		Logger:     a.log.With("component", "rpcproxy"),
@@ -303,7 +290,7 @@ func (a *app) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.mountReadAPI()
+	return nil
 }
 
 func (a *app) buildSettlement(context.Context) error {
@@ -418,7 +405,7 @@ func (a *app) run(ctx context.Context) error {
 			cancel(fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	servers := []*http.Server{newServer(a.handler(), a.log)}
+	servers := []*http.Server{newServer(a.mux, a.log)}
 	listeners := []net.Listener{a.httpLn}
 	if a.proxy != nil {
 		servers = append(servers, newServer(a.proxy, a.log))

@@ -34,7 +34,7 @@ func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		extra = append(extra, common.HexToAddress(s))
 	}
-	chain, err := startDevChain(*addr, *period, extra, log)
+	chain, err := startDevChain(*addr, *period, extra)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	chain, err := startDevChain(*chainAddr, *blockTime,
-		[]common.Address{crypto.PubkeyToAddress(funder.PublicKey), crypto.PubkeyToAddress(sweepKey.PublicKey)}, log)
+		[]common.Address{crypto.PubkeyToAddress(funder.PublicKey), crypto.PubkeyToAddress(sweepKey.PublicKey)})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"net"
 	"strconv"
@@ -39,7 +38,6 @@ type devChain struct {
 	backend *simulated.Backend
 	url     string
 	period  time.Duration
-	log     *slog.Logger
 }
 
 // devWallet returns the wallet of the well-known development mnemonic.
@@ -53,7 +51,7 @@ func devWallet() (*hdwallet.Wallet, error) {
 
 // startDevChain starts the chain with devMnemonic's first accounts and the
 // extra addresses funded, serving JSON-RPC on addr (host:port).
-func startDevChain(addr string, period time.Duration, extra []common.Address, log *slog.Logger) (*devChain, error) {
+func startDevChain(addr string, period time.Duration, extra []common.Address) (*devChain, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--chain-rpc %q: want host:port: %w", addr, err)
@@ -101,7 +99,6 @@ func startDevChain(addr string, period time.Duration, extra []common.Address, lo
 		backend: backend,
 		url:     "http://" + net.JoinHostPort(host, strconv.Itoa(port)),
 		period:  period,
-		log:     log,
 	}
 	return c, nil
 }

@@ -10,22 +10,30 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
 
+	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/problem"
 	"github.com/evmpay/evmpay/sweep"
 )
 
-// buildOps adds what every process serves: health, readiness, metrics and,
-// with the api or sweep role, the operator status.
-func (a *app) buildOps() {
+// buildOps adds what every process serves — health, readiness, metrics —
+// and what the roles share: the read API (api, gateway), the operator status
+// and the sweep retry endpoint (api, sweep).
+func (a *app) buildOps() error {
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	a.mux.HandleFunc("GET /readyz", a.serveReady)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	if a.cfg.roles[roleAPI] || a.cfg.roles[roleGateway] {
+		ra, err := indexer.NewReadAPI(a.st, indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
+		if err != nil {
+			return err
+		}
+		ra.Register(a.mux)
+	}
 	if a.cfg.roles[roleAPI] {
 		a.reg.MustRegister(&dbCollector{st: a.st})
 	}
@@ -33,19 +41,18 @@ func (a *app) buildOps() {
 		a.mux.HandleFunc("GET /v1/admin/status", a.serveStatus)
 		// The sweep retry endpoint needs only the database: API replicas
 		// serve it too, without holding a key.
-		admin := http.Handler(nil)
 		if a.sweeper != nil {
-			admin = a.sweeper.AdminHandler()
-		} else if sa, err := sweep.NewAdmin(a.st, sweep.Config{OperatorToken: a.adminToken, Logger: a.log.With("component", "sweep")}); err == nil {
-			admin = sa.Handler()
-		}
-		if admin != nil {
-			a.mux.Handle("/v1/admin/sweeps/", admin)
+			a.mux.Handle("/v1/admin/sweeps/", a.sweeper.AdminHandler())
+		} else {
+			admin, err := sweep.NewAdmin(a.st, sweep.Config{OperatorToken: a.adminToken, Logger: a.log.With("component", "sweep")})
+			if err != nil {
+				return err
+			}
+			a.mux.Handle("/v1/admin/sweeps/", admin.Handler())
 		}
 	}
+	return nil
 }
-
-func (a *app) handler() http.Handler { return a.mux }
 
 // serveReady answers 200 when the database and the chain node both answer.
 func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +164,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// rateLimit turns a calls-per-second figure into a rate.Limit (≤ 0: the
-// proxy's default).
-func rateLimit(perSecond float64) rate.Limit { return rate.Limit(perSecond) }

@@ -138,15 +138,6 @@ func generateSecret(name string) (string, error) {
 	}
 }
 
-// secrets are the decoded secrets a process needs; fields a role does not
-// need stay empty.
-type secrets struct {
-	wallet     *hdwallet.Wallet  // from PAY_MNEMONIC
-	secretKey  []byte            // PAY_SECRET_KEY
-	gasFunder  *ecdsa.PrivateKey // GAS_FUNDER_PRIVATE_KEY
-	adminToken string            // PAY_ADMIN_TOKEN
-}
-
 // loadWallet builds the HD wallet from the mnemonic secret.
 func loadWallet(ctx context.Context, kp KeyProvider) (*hdwallet.Wallet, error) {
 	phrase, err := kp.Secret(ctx, secretMnemonic)

@@ -164,10 +164,6 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 	if dbURL == "" {
 		return errors.New("payd merchants create: set DATABASE_URL")
 	}
-	if os.Getenv(secretKey) != "" {
-		_, err := fileProvider{getenv: os.Getenv}.Secret(ctx, secretKey)
-		return err
-	}
 	key, err := loadSecretKey(ctx, fileProvider{getenv: os.Getenv})
 	if err != nil {
 		return err
