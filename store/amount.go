@@ -144,8 +144,8 @@ func (a *Amount) Scan(src any) error {
 }
 
 func (a *Amount) scanText(s string) error {
-	// PostgreSQL renders NUMERIC(78,0) without a fraction, but be lenient
-	// with a zero scale written by hand ("5.0" is not expected, "5" is).
+	// NUMERIC(78,0) has no fraction, so the stored text is a plain integer;
+	// anything else means the column was written behind the store's back.
 	p, err := ParseAmount(s)
 	if err != nil {
 		return fmt.Errorf("scan amount %q: %w", s, err)

@@ -149,7 +149,7 @@ func (s *Store) namedExec(ctx context.Context, q string, arg any) (sql.Result, e
 	return s.exec(ctx, nq, args...)
 }
 
-// in expands slice arguments of a query with IN (?) and runs it with sel.
+// selIn expands slice arguments of a query with IN (?) and selects.
 func (s *Store) selIn(ctx context.Context, dest any, q string, args ...any) error {
 	eq, eargs, err := sqlx.In(q, args...)
 	if err != nil {
