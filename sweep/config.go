@@ -57,12 +57,12 @@ type Config struct {
 	// MaxAttempts bounds the retries of one sweep — replacements,
 	// "nonce too low" and "underpriced" retries: the retry after the
 	// MaxAttempts-th marks it FAILED with its last error instead. The
-	// operator retry endpoint resets the count. It is also the replacement
-	// cap of one transaction (sweep, funding or gas top-up): a nonce is
-	// re-signed at most MaxAttempts times, counted from the stored
-	// transactions, across operator retries and restarts; then the
-	// sweeper stops replacing it and raises an operator alert. Defaults
-	// to 6.
+	// operator retry endpoint resets the count (an operator's decision to
+	// try again). It is also the replacement cap of a gas top-up: its
+	// nonce is re-signed at most MaxAttempts times, counted from the
+	// stored transactions (restarts and replicas included); then the
+	// sweeper stops re-pricing it, keeps re-broadcasting it as it is, and
+	// raises an operator alert. Defaults to 6.
 	MaxAttempts int
 	// PollInterval is how often Run looks at the chain head; a pass runs on
 	// every new head. Defaults to 1s.

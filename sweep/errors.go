@@ -28,11 +28,12 @@ const (
 	// ReasonNotMined: the transaction was accepted but not mined after a
 	// bounded number of replacements.
 	ReasonNotMined = "transaction not mined"
-	// ReasonReplacementCap: the sweep's transaction (or its funding) was
-	// replaced MaxAttempts times, the replacement cap, and is still not
-	// mined: the sweeper stops re-pricing it (an operator alert). Its
-	// stored bytes stay valid; look for what blocks it (a nonce gap, a
-	// node that drops it).
+	// ReasonReplacementCap: a gas top-up was replaced MaxAttempts times,
+	// the replacement cap, and is still not mined: the sweeper stops
+	// re-pricing it and raises an operator alert (WalletStatus.Alerts, the
+	// replacement_stopped metric, an error log). Its stored bytes stay
+	// valid; look for what blocks it (a nonce gap, a node that drops it).
+	// (A sweep at its cap FAILS with ReasonNotMined and the same alert.)
 	ReasonReplacementCap = "replacement cap reached"
 	// ReasonFeeCeiling: a stuck transaction is already priced at
 	// MaxFeePerGas, the fee ceiling, and is not re-priced above it (an

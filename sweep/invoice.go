@@ -220,11 +220,8 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 			return failWith(sl.live().LastError), nil
 		case v.replace:
 			live := sl.live()
-			if s.replacementCapped(sl.txs) {
-				s.stopReplacing(ctx, live, ReasonReplacementCap)
-				return failWith(ReasonReplacementCap), nil
-			}
 			if s.exhausted(inv) {
+				s.stopReplacing(ctx, live, ReasonReplacementCap)
 				return failWith(replaceReason(live)), nil
 			}
 			f := s.bumped(p, feeOf(*live))
@@ -332,11 +329,8 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 		if pending {
 			return outcome{status: store.SweepSent}, nil
 		}
-		if s.replacementCapped(sweep.txs) {
-			s.stopReplacing(ctx, live, ReasonReplacementCap)
-			return failWith(ReasonReplacementCap), nil
-		}
 		if s.exhausted(inv) {
+			s.stopReplacing(ctx, live, ReasonReplacementCap)
 			return failWith(replaceReason(live)), nil
 		}
 		f := s.bumped(p, feeOf(*live))
@@ -471,11 +465,8 @@ func (s *Sweeper) advanceDeduct(ctx context.Context, p *pass, inv store.Invoice,
 	case v.class == classRejected:
 		return failWith(live.LastError), nil
 	case v.replace:
-		if s.replacementCapped(sweep.txs) {
-			s.stopReplacing(ctx, live, ReasonReplacementCap)
-			return failWith(ReasonReplacementCap), nil
-		}
 		if s.exhausted(inv) {
+			s.stopReplacing(ctx, live, ReasonReplacementCap)
 			return failWith(replaceReason(live)), nil
 		}
 		f := s.bumped(p, feeOf(*live))

@@ -122,7 +122,7 @@ func TestConfig_MaxFeePerGas_DefaultsToACeiling(t *testing.T) {
 	require.Equal(t, "5000000000000", Config{MinGasPrice: high}.withDefaults().MaxFeePerGas.String(), "10 × MinGasPrice")
 }
 
-func TestSweep_FundingNeverMined_ReplacementCapHoldsAcrossOperatorRetry(t *testing.T) {
+func TestSweep_FundingNeverMined_ReplacedAtMostMaxAttemptsThenFailsWithAnAlert(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.confirmedInvoices(1, eth(1))[0]
@@ -131,28 +131,38 @@ func TestSweep_FundingNeverMined_ReplacementCapHoldsAcrossOperatorRetry(t *testi
 	s := e.sweeper(Config{Confirmations: 1, Registerer: reg})
 
 	e.drive(60, e.all([]int64{inv.ID}, store.SweepFailed), s)
+	e.run(s, 20) // nothing more happens to it
+
 	fund := e.sweepTxs(inv.ID, store.SweepTxFunding)
-	require.Len(t, fund, 1+s.cfg.MaxAttempts)
-	require.Equal(t, ReasonReplacementCap, e.invoice(inv.ID).SweepError)
-
-	// The operator re-queues it: the attempt count starts again, the
-	// transaction's replacement count does not.
-	res, err := s.Retry(ctx, []int64{inv.ID})
-	require.NoError(t, err)
-	require.Len(t, res.Requeued, 1)
-	e.drive(60, e.all([]int64{inv.ID}, store.SweepFailed), s)
-	e.run(s, 20)
-
-	fund = e.sweepTxs(inv.ID, store.SweepTxFunding)
-	require.Len(t, fund, 1+s.cfg.MaxAttempts, "not replaced again after the retry")
+	require.Len(t, fund, 1+s.cfg.MaxAttempts, "the original and MaxAttempts replacements, no more")
 	requireFeesAtMost(t, fund, s.cfg.MaxFeePerGas.Big())
 	got := e.invoice(inv.ID)
 	require.Equal(t, store.SweepFailed, got.SweepStatus)
-	require.Equal(t, ReasonReplacementCap, got.SweepError)
-	require.Equal(t, 1.0, metricValue(t, s.m.stopped.WithLabelValues(store.SweepTxFunding, ReasonReplacementCap)))
+	require.Equal(t, ReasonNotMined, got.SweepError)
+	require.Equal(t, 1.0, metricValue(t, s.m.stopped.WithLabelValues(store.SweepTxFunding, ReasonReplacementCap)), "alerted once")
 	ws, err := s.WalletStatus(ctx)
 	require.NoError(t, err)
 	requireAlert(t, ws, ReasonReplacementCap)
+}
+
+func TestSweep_StuckAtTheFeeCeiling_NotRepricedAboveItAndAlerts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	e.blockNonce(e.sweepWallet())
+	ceiling := big.NewInt(3 * params1Gwei)
+	s := e.sweeper(Config{Confirmations: 1, MaxFeePerGas: amountOf(ceiling), MaxAttempts: 50})
+
+	e.run(s, 30) // each pass at the ceiling uses one of the 50 attempts
+
+	fund := e.sweepTxs(inv.ID, store.SweepTxFunding)
+	requireFeesAtMost(t, fund, ceiling)
+	require.Less(t, len(fund), 15, "no replacement once at the ceiling")
+	require.Equal(t, ReasonFeeCeiling, e.invoice(inv.ID).SweepError)
+	require.Equal(t, 1.0, metricValue(t, s.m.stopped.WithLabelValues(store.SweepTxFunding, ReasonFeeCeiling)))
+	ws, err := s.WalletStatus(ctx)
+	require.NoError(t, err)
+	requireAlert(t, ws, ReasonFeeCeiling)
 }
 
 func TestSweep_SettlementAddressOfTheService_FailsAndSendsNothing(t *testing.T) {
