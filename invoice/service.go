@@ -24,6 +24,7 @@ type Store interface {
 	store.MerchantStore
 	store.InvoiceStore
 	store.IdempotencyStore
+	DepositAddresses
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 }
 

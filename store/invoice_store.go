@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"time"
-
-	"github.com/ethereum/go-ethereum/common"
 )
 
 // MerchantStore stores merchants.
@@ -66,10 +64,6 @@ type InvoiceStore interface {
 	// until the transaction ends. Use it inside InTx before UpdateInvoice.
 	GetInvoiceForUpdate(ctx context.Context, id int64) (Invoice, error)
 	GetInvoiceByLookupTokenHash(ctx context.Context, hash []byte) (Invoice, error)
-	// IsDepositAddress reports whether addr is the deposit address of an
-	// invoice, archived invoices included: an address the service holds
-	// the key of, which must never receive a merchant's payouts.
-	IsDepositAddress(ctx context.Context, addr common.Address) (bool, error)
 	ListInvoices(ctx context.Context, f InvoiceFilter) ([]Invoice, error)
 	// UpdateInvoice writes every mutable field of inv if its Version still
 	// matches the stored one, then increments inv.Version. ErrConflict when

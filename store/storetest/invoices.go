@@ -25,7 +25,6 @@ func invoiceTests() []test {
 		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
 		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
 		{"Invoice_Archive", testArchive},
-		{"Invoice_IsDepositAddress_LiveAndArchived", testIsDepositAddress},
 		{"Idempotency_Records", testIdempotency},
 		{"Merchant_GetForUpdate", testMerchantForUpdate},
 		{"Idempotency_ClaimExpiredLease", testIdempotencyClaim},
@@ -709,28 +708,4 @@ func testCompleteIdempotencyRecords(t *testing.T, st store.Store) {
 	requireStatus("a", store.IdempotencyDone)
 	requireStatus("b", store.IdempotencyInFlight)
 	requireStatus("c", store.IdempotencyDone)
-}
-
-func testIsDepositAddress(t *testing.T, st store.Store) {
-	m := newMerchant(t, st)
-	live := newInvoice(t, st, m.ID)
-	archived := newInvoice(t, st, m.ID, func(i *store.Invoice) {
-		i.CreatedAt = now().AddDate(-2, 0, 0)
-		i.Status = store.StatusSettled
-	})
-	moved, err := st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 100)
-	require.NoError(t, err)
-	require.Equal(t, 1, moved)
-
-	for name, addr := range map[string]common.Address{"live": live.DepositAddress, "archived": archived.DepositAddress} {
-		ok, err := st.IsDepositAddress(ctx, addr)
-		require.NoError(t, err)
-		require.True(t, ok, name)
-	}
-	ok, err := st.IsDepositAddress(ctx, randAddr())
-	require.NoError(t, err)
-	require.False(t, ok)
-	ok, err = st.IsDepositAddress(ctx, m.SettlementAddress)
-	require.NoError(t, err)
-	require.False(t, ok)
 }

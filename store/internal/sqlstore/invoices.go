@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -176,15 +174,6 @@ func (s *Store) GetInvoiceByLookupTokenHash(ctx context.Context, hash []byte) (s
 	var inv store.Invoice
 	err := s.getPrepared(ctx, &inv, selectInvoice+` WHERE lookup_token_hash = ?`, hash)
 	return inv, err
-}
-
-// IsDepositAddress implements store.InvoiceStore.
-func (s *Store) IsDepositAddress(ctx context.Context, addr common.Address) (bool, error) {
-	var n int
-	err := s.getPrepared(ctx, &n, `SELECT
-		(SELECT COUNT(*) FROM invoices WHERE deposit_address = ?) +
-		(SELECT COUNT(*) FROM invoices_archive WHERE deposit_address = ?)`, addr, addr)
-	return n > 0, err
 }
 
 // ListInvoices implements store.InvoiceStore.
