@@ -403,6 +403,11 @@ func (ix *Indexer) checkTip(ctx, wctx context.Context, head uint64) error {
 	}
 	stored, ok := ix.cur.BlockHash, true
 	if head < ix.cur.BlockNumber {
+		// A node below the index may be lagging, resyncing, or reset:
+		// the checkpoints tell as soon as it has a block that differs.
+		if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+			return err
+		}
 		sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
 		hashes, err := ix.st.ListBlockHashes(sctx, head, head)
 		cancel()
