@@ -249,3 +249,32 @@ func waitCursor(t *testing.T, st store.Store, n uint64, h common.Hash) {
 		return err == nil && cur.BlockNumber == n && cur.BlockHash == h
 	}, waitFor, 5*time.Millisecond, "indexer did not reach block %d", n)
 }
+
+// A node of the recorded chain that is behind (a lagging replica, a
+// resync) is not another chain: within MaxReorgDepth it passes; beyond,
+// it is ErrNodeBehind (not ready), never ErrChainChanged.
+func TestIdentity_SameChainNodeBehind_WithinLimitPassesBeyondIsNotReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newChain(t)
+	st := pgtest.New(t)
+	c.mine(100, 0)
+	ix := start(t, c.source(), st, indexer.Config{Backfill: true})
+	waitIndexed(t, st, c)
+	require.NoError(t, ix.stop(t))
+	id, err := indexer.NewIdentity(c.source(), st, indexer.IdentityConfig{})
+	require.NoError(t, err)
+
+	c.fork(5) // the node's head goes back to block 95 of the same chain
+	s, err := id.Check(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, s.BehindBlocks)
+	require.EqualValues(t, 64, s.VerifiedAt, "the highest checkpoint at or below the node's head (one backfill batch: its last block and the powers of two)")
+
+	c.fork(85) // block 10
+	s, err = id.Check(ctx)
+	require.ErrorIs(t, err, indexer.ErrNodeBehind)
+	require.NotErrorIs(t, err, indexer.ErrChainChanged)
+	require.EqualValues(t, 90, s.BehindBlocks)
+	require.EqualValues(t, 8, s.VerifiedAt, "compared at a permanent checkpoint below the node's head")
+}
