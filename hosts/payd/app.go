@@ -369,6 +369,9 @@ func (a *app) buildSweep(ctx context.Context) error {
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
 		Confirmations: uint64(a.cfg.confirmations),
+		// No stored signed transaction goes to a node that serves another
+		// chain than the one it was signed for (same chain id).
+		ChainGuard:    a.identity,
 		OperatorToken: a.adminToken,
 		Registerer:    a.reg,
 		Logger:        a.log.With("component", "sweep"),
