@@ -234,6 +234,11 @@ func TestServe_ChainSwappedDeep_NotReadyThenEveryRoleRefuses(t *testing.T) {
 			strings.Contains(metrics, "\nevmpay_indexer_lag_blocks 0\n")
 	}, 30*time.Second, 20*time.Millisecond, "the gateway exports how far behind the node is (lag cannot show it)")
 	require.Contains(t, r.logs.String(), "far behind the indexed chain")
+	// Sweep asks the same checker before it sends anything: it refuses.
+	require.Eventually(t, func() bool {
+		_, metrics := getBody(t, r.apps["workers"].httpURL()+"/metrics", "")
+		return strings.Contains(metrics, "\nevmpay_sweep_chain_guard_failed 1\n")
+	}, 30*time.Second, 20*time.Millisecond, "the sweep's chain guard refuses a node far behind")
 
 	r.mine(r.b, 1)
 	r.requireAllStop()
