@@ -200,6 +200,7 @@ func record(chain *benchChain) (*recording, error) {
 
 func (r *recording) ChainId() hexutil.Uint64     { return r.chainID }
 func (r *recording) BlockNumber() hexutil.Uint64 { return r.head }
+
 // GetBlockByNumber answers header requests (full false: the chain-identity
 // check) with the full block too: the header decoder counts the
 // transactions without reading them.
