@@ -113,7 +113,7 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 		{"list status=SETTLED, deep cursor", true, nil, func() string {
 			return "/v1/invoices?status=SETTLED&cursor=" + cursor(mine(1, sz.invoices+1))
 		}},
-		{"list status=PENDING, deep cursor", true, nil, func() string {
+	{"list status=PENDING, deep cursor", true, nil, func() string {
 			return "/v1/invoices?status=PENDING&cursor=" + cursor(mine(1, sz.invoices+1))
 		}},
 		{"public read", false, func() string { return lookupToken(1 + r.IntN(sz.invoices)) }, func() string { return "/v1/public/invoice" }},
@@ -184,6 +184,7 @@ var explains = []struct{ name, sql string }{
 	{"public read (lookup token)", `SELECT * FROM invoices WHERE lookup_token_hash = sha256('x'::bytea)`},
 	{"list, first page", `SELECT * FROM invoices WHERE merchant_id = 1 ORDER BY id DESC LIMIT 101`},
 	{"list status=PENDING", `SELECT * FROM invoices WHERE merchant_id = 1 AND status IN ('PENDING') ORDER BY id DESC LIMIT 101`},
+	{"list status=CONFIRMED", `SELECT * FROM invoices WHERE merchant_id = 1 AND status IN ('CONFIRMED') ORDER BY id DESC LIMIT 101`},
 	{"list status=PENDING, deep cursor", `SELECT * FROM invoices WHERE merchant_id = 1 AND status IN ('PENDING')
 		AND id < (SELECT MAX(id) / 2 FROM invoices) ORDER BY id DESC LIMIT 101`},
 	{"list status=SETTLED, deep cursor", `SELECT * FROM invoices WHERE merchant_id = 1 AND status IN ('SETTLED')
@@ -211,7 +212,7 @@ func addrTxs(i int, before int64) string {
 	addr := fmt.Sprintf(`'\x%x'::bytea`, hash("addr", i)[:20])
 	page := func(col string) string {
 		return `SELECT * FROM transactions WHERE ` + col + ` = ` + addr + `
-		AND (block_number < ` + b + ` OR (block_number = ` + b + ` AND tx_index < 0))
+		AND (block_number, tx_index) < (` + b + `, 0)
 		ORDER BY block_number DESC, tx_index DESC LIMIT 51`
 	}
 	return `SELECT * FROM (SELECT * FROM (` + page("to_address") + `) t_to UNION SELECT * FROM (` +
@@ -243,5 +244,65 @@ func runExplain(ctx context.Context, dbURL string) error {
 		rows.Close()
 		fmt.Print("```\n\n")
 	}
+	return nil
+}
+
+// runMigrate applies the pending migrations (what `payd migrate` does)
+// while another connection updates random invoices one at a time, and
+// reports how long the migration took and the longest single write
+// meanwhile: a migration that locks invoices shows as a write as long as
+// the lock.
+func runMigrate(ctx context.Context, dbURL string) error {
+	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sz, err := sizesIn(ctx, st)
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	type result struct {
+		writes  int
+		longest time.Duration
+		err     error
+	}
+	done := make(chan result)
+	go func() {
+		var res result
+		r := rand.New(rand.NewPCG(5, 6))
+		for {
+			select {
+			case <-stop:
+				done <- res
+				return
+			default:
+			}
+			t := time.Now()
+			_, err := st.DB().ExecContext(ctx, `UPDATE invoices SET updated_at = now() WHERE id = $1`, 1+r.IntN(sz.invoices))
+			if err != nil {
+				res.err = err
+			}
+			res.writes++
+			res.longest = max(res.longest, time.Since(t))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	t := time.Now()
+	err = st.Migrate(ctx)
+	took := time.Since(t)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	res := <-done
+	if err != nil {
+		return err
+	}
+	if res.err != nil {
+		return res.err
+	}
+	fmt.Printf("migrate: %s; %d single-row writes to invoices meanwhile, the longest %s\n", took.Round(time.Millisecond),
+		res.writes, ms(res.longest))
 	return nil
 }

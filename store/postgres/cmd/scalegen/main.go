@@ -4,6 +4,7 @@
 //	scalegen -db postgres://postgres@127.0.0.1:5432/scale?sslmode=disable -scale 0.1
 //	scalegen -db … -load            # p50/p99 of the API reads, over HTTP
 //	scalegen -db … -explain         # EXPLAIN (ANALYZE, BUFFERS) of the hot queries
+//	scalegen -db … -migrate         # apply new migrations under writes; the longest write
 //
 // At -scale 1: 1,000 merchants, 10 M invoices in every status (most
 // SETTLED, a tail EXPIRED, PENDING, PAID and CONFIRMED), 50 M indexed
@@ -56,6 +57,7 @@ func main() {
 	load := flag.Bool("load", false, "measure the API reads instead of generating")
 	explain := flag.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the hot queries instead of generating")
 	n := flag.Int("n", 300, "requests per measured endpoint (-load)")
+	migrate := flag.Bool("migrate", false, "apply pending migrations while writing to invoices, and report the longest write")
 	flag.Parse()
 	if err := loopback(*dbURL); err != nil {
 		log.Fatal(err)
@@ -67,6 +69,8 @@ func main() {
 		err = runLoad(ctx, *dbURL, *keyfile, *n)
 	case *explain:
 		err = runExplain(ctx, *dbURL)
+	case *migrate:
+		err = runMigrate(ctx, *dbURL)
 	default:
 		err = generate(ctx, *dbURL, *scale, *keyfile)
 	}
