@@ -86,7 +86,7 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 	if err := st.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(block_number), 1) FROM transactions`).Scan(&blocks); err != nil {
 		return err
 	}
-	hot := fmt.Sprintf("0x%x", hash("addr", 0)[:20])   // the busiest address
+	hot := fmt.Sprintf("0x%x", hash("addr", 0)[:20])    // the busiest address
 	warm := fmt.Sprintf("0x%x", hash("addr", 200)[:20]) // a middling one
 	pageCursor := func() string {
 		b := 1 + r.Int64N(blocks)
@@ -113,7 +113,7 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 		{"list status=SETTLED, deep cursor", true, nil, func() string {
 			return "/v1/invoices?status=SETTLED&cursor=" + cursor(mine(1, sz.invoices+1))
 		}},
-	{"list status=PENDING, deep cursor", true, nil, func() string {
+		{"list status=PENDING, deep cursor", true, nil, func() string {
 			return "/v1/invoices?status=PENDING&cursor=" + cursor(mine(1, sz.invoices+1))
 		}},
 		{"public read", false, func() string { return lookupToken(1 + r.IntN(sz.invoices)) }, func() string { return "/v1/public/invoice" }},
