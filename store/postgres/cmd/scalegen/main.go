@@ -144,7 +144,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if err != nil {
 		return err
 	}
-	first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantParams{
+	first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
 		Name: "scalegen busy merchant", WebhookURL: "https://merchant.example/webhooks",
 		SettlementAddress: common.HexToAddress("0x00000000000000000000000000000000000000aa"),
 	})
