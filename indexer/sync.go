@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -127,7 +128,43 @@ func (ix *Indexer) fetch(ctx context.Context, from uint64, count int) ([]Block, 
 		bo.reset()
 		out = append(out, bs...)
 	}
-	return out, nil
+	if len(ix.cfg.Tokens) == 0 || len(out) == 0 {
+		return out, nil
+	}
+	return out, ix.fetchTransfers(ctx, out)
+}
+
+// fetchTransfers adds to each block its Transfer logs of the configured
+// tokens, retrying failures a few times like fetch.
+func (ix *Indexer) fetchTransfers(ctx context.Context, blocks []Block) error {
+	hdrs := make([]store.Block, len(blocks))
+	for i := range blocks {
+		hdrs[i] = blocks[i].Block
+	}
+	bo := ix.newBackoff()
+	for failures := 1; ; failures++ {
+		rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+		logs, err := ix.src.TransferLogs(rctx, hdrs, ix.cfg.Tokens)
+		cancel()
+		if err == nil && len(logs) != len(blocks) {
+			err = fmt.Errorf("indexer: transfer logs for %d of %d blocks", len(logs), len(blocks))
+		}
+		if err == nil {
+			for i := range blocks {
+				blocks[i].Transfers = logs[i]
+			}
+			return nil
+		}
+		if failures >= fetchAttempts || ctx.Err() != nil || errors.Is(err, errChainMoved) {
+			return err
+		}
+		ix.m.errors.WithLabelValues("upstream").Inc()
+		ix.log.DebugContext(ctx, "indexer: fetching transfer logs failed; retrying",
+			slog.Uint64("from", blocks[0].Number), slog.Any("error", err))
+		if !sleep(ctx, bo.next()) {
+			return ctx.Err()
+		}
+	}
 }
 
 // progress measures a catch-up for the log and the metrics.
