@@ -32,7 +32,7 @@ import (
 )
 
 var (
-	benchTransferBlocks = flag.Int("transfers.blocks", 100, "blocks of Transfer logs in the token benchmark chain")
+	benchTransferBlocks = flag.Int("transfers.blocks", 60, "blocks of Transfer logs in the token benchmark chain")
 	benchTransfersPer   = flag.Int("transfers.per-block", 1000, "Transfer logs per block (mintBatch transactions of 100)")
 )
 
@@ -133,7 +133,7 @@ func newTokenChain(blocks, per int) (*tokenChain, error) {
 	return &tokenChain{rpc: stack.Attach(), blocks: uint64(blocks + 1), token: token, transfers: total}, nil
 }
 
-// BenchmarkBackfillTransfers backfills a chain of Transfer logs (100
+// BenchmarkBackfillTransfers backfills a chain of Transfer logs (60
 // blocks of mintBatch transactions emitting 1,000 logs each, by
 // default) from an in-process go-ethereum node into PostgreSQL, with the
 // token configured, and reports Transfer logs indexed per second. Logs are

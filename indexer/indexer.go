@@ -64,6 +64,9 @@ type Indexer struct {
 	m        *metrics
 	gatherer prometheus.Gatherer
 	running  atomic.Bool
+	// logBatch is how many blocks' Transfer logs one eth_getLogs batch
+	// asks for: BatchSize, lowered when a batch fails for its size.
+	logBatch atomic.Int64
 
 	// The fields below belong to the goroutine running Run.
 	cur    store.Cursor // the indexed head, as stored
@@ -81,6 +84,7 @@ func New(src Source, st Store, cfg Config) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{src: src, st: st, cfg: cfg, log: cfg.Logger}
+	ix.logBatch.Store(int64(cfg.BatchSize))
 	reg := cfg.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()

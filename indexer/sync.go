@@ -143,12 +143,7 @@ func (ix *Indexer) fetchTransfers(ctx context.Context, blocks []Block) error {
 	}
 	bo := ix.newBackoff()
 	for failures := 1; ; failures++ {
-		rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
-		logs, err := ix.src.TransferLogs(rctx, hdrs, ix.cfg.Tokens)
-		cancel()
-		if err == nil && len(logs) != len(blocks) {
-			err = fmt.Errorf("indexer: transfer logs for %d of %d blocks", len(logs), len(blocks))
-		}
+		logs, err := ix.transferLogs(ctx, hdrs)
 		if err == nil {
 			for i := range blocks {
 				blocks[i].Transfers = logs[i]
@@ -165,6 +160,37 @@ func (ix *Indexer) fetchTransfers(ctx context.Context, blocks []Block) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// transferLogs fetches the Transfer logs of blocks in batches of at most
+// logBatch blocks. A batch of several blocks that fails as a whole is
+// halved, for this call and the ones after it, and tried again: a node caps
+// the size of a batch's response (geth at 25 MB), which a batch of
+// log-heavy blocks can pass. Other failures end the call (fetchTransfers
+// retries).
+func (ix *Indexer) transferLogs(ctx context.Context, blocks []store.Block) ([][]store.TokenTransfer, error) {
+	out := make([][]store.TokenTransfer, 0, len(blocks))
+	for len(blocks) > 0 {
+		n := min(len(blocks), int(ix.logBatch.Load()))
+		rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+		logs, err := ix.src.TransferLogs(rctx, blocks[:n], ix.cfg.Tokens)
+		cancel()
+		if err == nil && len(logs) != n {
+			err = fmt.Errorf("indexer: transfer logs for %d of %d blocks", len(logs), n)
+		}
+		if err != nil {
+			if n == 1 || errors.Is(err, errChainMoved) || ctx.Err() != nil {
+				return nil, err
+			}
+			ix.logBatch.CompareAndSwap(ix.logBatch.Load(), int64(n/2))
+			ix.log.DebugContext(ctx, "indexer: transfer log batch failed; halving it",
+				slog.Uint64("from", blocks[0].Number), slog.Int("blocks", n), slog.Any("error", err))
+			continue
+		}
+		out = append(out, logs...)
+		blocks = blocks[n:]
+	}
+	return out, nil
 }
 
 // progress measures a catch-up for the log and the metrics.

@@ -2,7 +2,9 @@ package indexer_test
 
 import (
 	"context"
+	"errors"
 	"math/big"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +127,43 @@ func TestTokens_Follow_ReorgRemovesTheOrphanedTransfer(t *testing.T) {
 	require.Empty(t, toDeposit)
 	_, err = c.client.TransactionReceipt(ctx, h)
 	require.Error(t, err, "the transfer is on no canonical block")
+}
+
+// capSource fails, like a node over its response-size limit, every
+// TransferLogs batch of more than max blocks.
+type capSource struct {
+	indexer.Source
+	max   int
+	fails atomic.Int64
+}
+
+func (s *capSource) TransferLogs(ctx context.Context, blocks []store.Block, tokens []common.Address) ([][]store.TokenTransfer, error) {
+	if len(blocks) > s.max {
+		s.fails.Add(1)
+		return nil, errors.New("batch response exceeds the size limit")
+	}
+	return s.Source.TransferLogs(ctx, blocks, tokens)
+}
+
+func TestTokens_LogBatchOverTheNodesLimit_HalvedAndEveryTransferIndexed(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	st := pgtest.New(t)
+	usdc := c.deploy(testtoken.Stable, "USDC", 10_000_000)
+	to := common.HexToAddress("0xaaaa")
+	var want []common.Hash
+	for range 12 {
+		want = append(want, c.transfer(usdc, to, 1))
+		c.commit(1)
+	}
+	src := &capSource{Source: c.source(), max: 3}
+	start(t, src, st, indexer.Config{Backfill: true, BatchSize: 16, Concurrency: 1,
+		Tokens: []common.Address{usdc.Address}})
+	waitIndexed(t, st, c)
+
+	got, err := st.ListTokenTransfersByAddress(context.Background(), to, 0, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	require.NotZero(t, src.fails.Load())
+	require.LessOrEqual(t, src.fails.Load(), int64(4), "the size that worked is kept for later batches")
 }
