@@ -20,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
+	"github.com/ethereum/go-ethereum/eth/filters"
 	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/p2p"
 	"github.com/ethereum/go-ethereum/params"
@@ -111,6 +112,10 @@ func newTokenChain(blocks, per int) (*tokenChain, error) {
 	if err != nil {
 		return nil, err
 	}
+	// eth_getLogs is served by the filter API, which a node registers
+	// separately (as geth's command does).
+	stack.RegisterAPIs([]rpc.API{{Namespace: "eth", Service: filters.NewFilterAPI(filters.NewFilterSystem(
+		backend.APIBackend, filters.Config{LogCacheSize: ec.FilterLogCacheSize}))}})
 	if err := stack.Start(); err != nil {
 		return nil, err
 	}
