@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/consensus/beacon"
 	"github.com/ethereum/go-ethereum/consensus/ethash"
 	"github.com/ethereum/go-ethereum/core"
@@ -202,4 +204,69 @@ func BenchmarkBackfillTransfers(b *testing.B) {
 	b.ReportMetric(float64(chain.transfers)*float64(b.N)/elapsed.Seconds(), "transfers/s")
 	b.ReportMetric(float64(chain.blocks+1)*float64(b.N)/elapsed.Seconds(), "blocks/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkTransferLogsRPC compares, on the same node and chain as
+// BackfillTransfers, the two ways of asking for a chain's Transfer logs:
+// per block by hash (EIP-234, batched 25 blocks a batch, what the indexer
+// does) and by ranges of 25 block numbers. It reports logs/s of the node's
+// answers alone (no database).
+//
+//	go test -run '^$' -bench 'TransferLogsRPC' -benchtime 3x ./indexer
+func BenchmarkTransferLogsRPC(b *testing.B) {
+	tokenChainOnce.Do(func() {
+		tokenChainNode, tokenChainErr = newTokenChain(*benchTransferBlocks, *benchTransfersPer)
+	})
+	if tokenChainErr != nil {
+		b.Fatal(tokenChainErr)
+	}
+	chain := tokenChainNode
+	ctx := context.Background()
+	src := indexer.NewRPCSource(chain.rpc)
+	blocks, err := src.Blocks(ctx, 0, int(chain.blocks)+1, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const per = 25
+	b.Run("by-hash", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for lo := 0; lo < len(blocks); lo += per {
+				hdrs := make([]store.Block, 0, per)
+				for _, bl := range blocks[lo:min(len(blocks), lo+per)] {
+					hdrs = append(hdrs, bl.Block)
+				}
+				logs, err := src.TransferLogs(ctx, hdrs, []common.Address{chain.token})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, l := range logs {
+					n += len(l)
+				}
+			}
+			if n != chain.transfers {
+				b.Fatalf("%d logs, want %d", n, chain.transfers)
+			}
+		}
+		b.ReportMetric(float64(chain.transfers)*float64(b.N)/b.Elapsed().Seconds(), "logs/s")
+	})
+	b.Run("by-range", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for lo := uint64(0); lo <= chain.blocks; lo += per {
+				var logs []json.RawMessage
+				err := chain.rpc.CallContext(ctx, &logs, "eth_getLogs", map[string]any{
+					"fromBlock": hexutil.Uint64(lo), "toBlock": hexutil.Uint64(min(chain.blocks, lo+per-1)),
+					"address": []common.Address{chain.token}, "topics": [][]common.Hash{{indexer.TransferTopic}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(logs)
+			}
+			if n != chain.transfers {
+				b.Fatalf("%d logs, want %d", n, chain.transfers)
+			}
+		}
+		b.ReportMetric(float64(chain.transfers)*float64(b.N)/b.Elapsed().Seconds(), "logs/s")
+	})
 }
