@@ -256,8 +256,13 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rules, err := merchantRules(ctx, a.cfg.keys, a.cfg.xpub == "", a.cfg.blockPrivateWH, a.eth, a.log.With("component", "invoice"))
+	if err != nil {
+		return err
+	}
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		AdminToken: a.adminToken,
+		Merchants:  rules,
 		Logger:     a.log.With("component", "invoice"),
 	})
 	if err != nil {
