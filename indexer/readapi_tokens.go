@@ -14,21 +14,16 @@ import (
 
 // The read API's token-transfer routes (see ReadAPI).
 
-// eip55 is an address that marshals EIP-55 checksummed.
-type eip55 common.Address
-
-func (a eip55) MarshalText() ([]byte, error) { return []byte(common.Address(a).Hex()), nil }
-
 type tokenTransferJSON struct {
-	BlockNumber      uint64       `json:"block_number"`
-	BlockHash        common.Hash  `json:"block_hash"`
-	TransactionHash  common.Hash  `json:"transaction_hash"`
-	TransactionIndex int          `json:"transaction_index"`
-	LogIndex         int          `json:"log_index"`
-	Token            eip55        `json:"token"`
-	From             eip55        `json:"from"`
-	To               eip55        `json:"to"`
-	Value            store.Amount `json:"value"` // base units of the token
+	BlockNumber      uint64                `json:"block_number"`
+	BlockHash        common.Hash           `json:"block_hash"`
+	TransactionHash  common.Hash           `json:"transaction_hash"`
+	TransactionIndex int                   `json:"transaction_index"`
+	LogIndex         int                   `json:"log_index"`
+	Token            store.ChecksumAddress `json:"token"`
+	From             store.ChecksumAddress `json:"from"`
+	To               store.ChecksumAddress `json:"to"`
+	Value            store.Amount          `json:"value"` // base units of the token
 }
 
 type tokenTransferPageJSON struct {
@@ -41,8 +36,8 @@ func toTokenTransfersJSON(ts []store.TokenTransfer) []tokenTransferJSON {
 	out := make([]tokenTransferJSON, len(ts))
 	for i, t := range ts {
 		out[i] = tokenTransferJSON{BlockNumber: t.BlockNumber, BlockHash: t.BlockHash, TransactionHash: t.TxHash,
-			TransactionIndex: t.TxIndex, LogIndex: t.LogIndex, Token: eip55(t.Token), From: eip55(t.From),
-			To: eip55(t.To), Value: t.Value}
+			TransactionIndex: t.TxIndex, LogIndex: t.LogIndex, Token: store.ChecksumAddress(t.Token), From: store.ChecksumAddress(t.From),
+			To: store.ChecksumAddress(t.To), Value: t.Value}
 	}
 	return out
 }
@@ -76,9 +71,10 @@ func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Reque
 }
 
 func (a *ReadAPI) addressTokenTransfers(w http.ResponseWriter, r *http.Request) {
-	addr, ok := parseAddress(r.PathValue("address"))
-	if !ok {
-		problem.Respond(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
+	addr, err := store.ParseAddress(r.PathValue("address"))
+	if err != nil {
+		problem.Write(w, problem.Field("invalid_address", "address",
+			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
 		return
 	}
 	q := r.URL.Query()

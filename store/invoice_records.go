@@ -152,22 +152,29 @@ func (inv *Invoice) TokenAmounts() *TokenAmounts {
 }
 
 // MarshalInvoiceJSON encodes inv as events carry it (webhook data): a
-// native-coin invoice exactly as json.Marshal(inv) always did; a token
-// invoice with the TokenAmounts members instead of amount_wei and paid_wei.
-// (Invoice has no MarshalJSON method on purpose: it would be promoted to,
-// and replace the JSON of, every struct that embeds an Invoice.)
+// native-coin invoice exactly as json.Marshal(inv); a token invoice with
+// the TokenAmounts members instead of amount_wei and paid_wei (members in
+// name order, which JSON does not make significant).
 func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
 	ta := inv.TokenAmounts()
-	if ta == nil {
-		return json.Marshal(inv)
+	b, err := json.Marshal(inv)
+	if err != nil || ta == nil {
+		return b, err
 	}
-	return json.Marshal(struct {
-		Invoice
-		// Shadow (and, being nil, leave out) the wei members.
-		AmountWei *Amount `json:"amount_wei,omitempty"`
-		PaidWei   *Amount `json:"paid_wei,omitempty"`
-		*TokenAmounts
-	}{Invoice: inv, TokenAmounts: ta})
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "amount_wei")
+	delete(m, "paid_wei")
+	extra, err := json.Marshal(ta)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(extra, &m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // Idempotency record statuses.

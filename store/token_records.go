@@ -1,6 +1,10 @@
 package store
 
-import "github.com/ethereum/go-ethereum/common"
+import (
+	"encoding/json"
+
+	"github.com/ethereum/go-ethereum/common"
+)
 
 // TokenTransfer is an indexed ERC-20 Transfer(address,address,uint256) log
 // of a configured token, with the block hash the node reported.
@@ -16,6 +20,17 @@ type TokenTransfer struct {
 	To       common.Address `db:"to_address" json:"to"`
 	// Value is in base units of the token.
 	Value Amount `db:"value" json:"value"`
+}
+
+// MarshalJSON shows token, from and to in EIP-55.
+func (t TokenTransfer) MarshalJSON() ([]byte, error) {
+	type plain TokenTransfer
+	return json.Marshal(struct {
+		plain
+		Token ChecksumAddress `json:"token"`
+		From  ChecksumAddress `json:"from"`
+		To    ChecksumAddress `json:"to"`
+	}{plain(t), ChecksumAddress(t.Token), ChecksumAddress(t.From), ChecksumAddress(t.To)})
 }
 
 // InvoiceTokenTransfer is an indexed token transfer to an invoice's deposit
