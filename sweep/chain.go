@@ -28,6 +28,8 @@ type Chain interface {
 	ethereum.TransactionReader
 	ethereum.TransactionSender
 	ethereum.GasPricer1559
+	ethereum.ContractCaller // token sweeps: balances, allowances, permits, pre-flight calls
+	ethereum.GasEstimator   // token sweeps: the gas of a transfer
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 }
 
