@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
@@ -27,6 +28,8 @@ type Sweeper struct {
 	m     *metrics
 	admin *Admin
 
+	paths tokenPaths // detected token sweep paths
+
 	mu      sync.Mutex
 	chainID *big.Int
 	signer  types.Signer
@@ -35,6 +38,8 @@ type Sweeper struct {
 	// below the miner's minimum makes the simulated node accept a
 	// transaction and never mine it, as Cosmos EVM nodes do.
 	tipHook func() *big.Int
+	// tokenHook TEMPORARY until the invoice asset columns land.
+	tokenHook func(store.Invoice) *common.Address
 }
 
 // New returns a Sweeper. It makes no network call: the chain id is read by

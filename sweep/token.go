@@ -61,7 +61,12 @@ type DepositHashSigner interface {
 
 // invoiceToken returns the token an invoice is for, nil for the native
 // coin.
-func invoiceToken(inv store.Invoice) *common.Address { return inv.TokenAddress }
+func (s *Sweeper) invoiceToken(inv store.Invoice) *common.Address {
+	if s.tokenHook != nil {
+		return s.tokenHook(inv) // TODO(tokens step 2): inv.TokenAddress
+	}
+	return nil
+}
 
 // tokenPaths caches the path detected for each token.
 type tokenPaths struct {
@@ -173,10 +178,10 @@ func (s *Sweeper) advanceToken(ctx context.Context, p *pass, inv store.Invoice, 
 
 // tokenSweep is an invoice's token and its stored transactions by kind.
 type tokenSweep struct {
-	token                         common.Address
-	seen                          fingerprint
-	permits, pulls, fund, sweeps  []*slot
-	permit, pull, sweep           *slot // the live one of each kind, if any
+	token                        common.Address
+	seen                         fingerprint
+	permits, pulls, fund, sweeps []*slot
+	permit, pull, sweep          *slot // the live one of each kind, if any
 }
 
 func liveSlot(slots []*slot) *slot {
