@@ -66,8 +66,12 @@ func (e *env) confirmedTokenInvoices(tok *testtoken.Token, n int, amount *big.In
 		}))
 		testTokens.Store(tokenKey{e.st, invs[i].ID}, tok.Address)
 	}
+	// Explicit nonces: the node's pending nonce may lag its pool.
 	opts := e.payerOpts()
-	for _, inv := range invs {
+	nonce, err := e.client.PendingNonceAt(ctx, opts.From)
+	require.NoError(e.t, err)
+	for i, inv := range invs {
+		opts.Nonce = new(big.Int).SetUint64(nonce + uint64(i))
 		_, err := tok.Mint(opts, inv.DepositAddress, amount)
 		require.NoError(e.t, err)
 	}
