@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -93,6 +94,95 @@ type Invoice struct {
 	// Version increases with every update; UpdateInvoice uses it for
 	// optimistic concurrency.
 	Version int64 `db:"version" json:"-"`
+
+	// The invoice's asset, fixed at creation (see Asset): TokenAddress is
+	// nil for the native coin, else the ERC-20 contract; AssetSymbol and
+	// AssetDecimals are snapshots of the token's configuration. AmountWei,
+	// PaidWei, SweptWei and DustWei are base units of this asset.
+	TokenAddress  *common.Address `db:"token_address" json:"-"`
+	AssetSymbol   string          `db:"asset_symbol" json:"-"`
+	AssetDecimals uint8           `db:"asset_decimals" json:"-"`
+}
+
+// Asset returns the invoice's asset. A native-coin invoice always has
+// NativeDecimals, whatever was stored.
+func (inv *Invoice) Asset() Asset {
+	if inv.TokenAddress == nil || *inv.TokenAddress == (common.Address{}) {
+		return NativeAsset(inv.AssetSymbol)
+	}
+	t := *inv.TokenAddress
+	return Asset{Symbol: inv.AssetSymbol, Address: &t, Decimals: inv.AssetDecimals}
+}
+
+// SetAsset records a as the invoice's asset (use it at creation only).
+func (inv *Invoice) SetAsset(a Asset) {
+	inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals = a.Token(), a.Symbol, a.Decimals
+	if inv.TokenAddress == nil {
+		inv.AssetDecimals = NativeDecimals
+	}
+}
+
+// IsToken reports whether the invoice is for an ERC-20 token.
+func (inv *Invoice) IsToken() bool {
+	return inv.TokenAddress != nil && *inv.TokenAddress != (common.Address{})
+}
+
+// invoicePlain is Invoice without its JSON methods.
+type invoicePlain Invoice
+
+// tokenInvoiceJSON is the JSON form of a token invoice: amount_wei and
+// paid_wei (shadowed, left out) give way to the asset and its amounts in
+// base units and formatted.
+type tokenInvoiceJSON struct {
+	invoicePlain
+	AmountWei       *Amount `json:"amount_wei,omitempty"`
+	PaidWei         *Amount `json:"paid_wei,omitempty"`
+	Asset           Asset   `json:"asset"`
+	Amount          Amount  `json:"amount"`
+	AmountFormatted string  `json:"amount_formatted"`
+	Paid            Amount  `json:"paid"`
+	PaidFormatted   string  `json:"paid_formatted"`
+}
+
+// MarshalJSON writes a native-coin invoice exactly as before tokens
+// existed (amount_wei, paid_wei). A token invoice has instead "asset"
+// ({"symbol", "address" EIP-55, "decimals"}), "amount" and "paid" (base
+// units, decimal strings) and "amount_formatted" and "paid_formatted"
+// ("12.5").
+func (inv Invoice) MarshalJSON() ([]byte, error) {
+	if !inv.IsToken() {
+		return json.Marshal(invoicePlain(inv))
+	}
+	a := inv.Asset()
+	return json.Marshal(tokenInvoiceJSON{
+		invoicePlain: invoicePlain(inv),
+		Asset:        a,
+		Amount:       inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
+		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei),
+	})
+}
+
+// UnmarshalJSON reads either form MarshalJSON writes.
+func (inv *Invoice) UnmarshalJSON(b []byte) error {
+	var j struct {
+		tokenInvoiceJSON
+		Asset *Asset `json:"asset"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*inv = Invoice(j.invoicePlain)
+	if j.AmountWei != nil {
+		inv.AmountWei = *j.AmountWei
+	}
+	if j.PaidWei != nil {
+		inv.PaidWei = *j.PaidWei
+	}
+	if j.Asset != nil && !j.Asset.IsNative() {
+		inv.SetAsset(*j.Asset)
+		inv.AmountWei, inv.PaidWei = j.Amount, j.Paid
+	}
+	return nil
 }
 
 // Idempotency record statuses.

@@ -1,0 +1,26 @@
+package store
+
+import "github.com/ethereum/go-ethereum/common"
+
+// TokenTransfer is an indexed ERC-20 Transfer(address,address,uint256) log
+// of a configured token, with the block hash the node reported.
+type TokenTransfer struct {
+	BlockNumber uint64      `db:"block_number" json:"block_number"`
+	BlockHash   common.Hash `db:"block_hash" json:"block_hash"`
+	TxHash      common.Hash `db:"tx_hash" json:"tx_hash"`
+	TxIndex     int         `db:"tx_index" json:"transaction_index"`
+	// LogIndex is the log's index in its block.
+	LogIndex int            `db:"log_index" json:"log_index"`
+	Token    common.Address `db:"token" json:"token"`
+	From     common.Address `db:"from_address" json:"from"`
+	To       common.Address `db:"to_address" json:"to"`
+	// Value is in base units of the token.
+	Value Amount `db:"value" json:"value"`
+}
+
+// InvoiceTokenTransfer is an indexed token transfer to an invoice's deposit
+// address.
+type InvoiceTokenTransfer struct {
+	TokenTransfer
+	InvoiceID int64 `db:"invoice_id"`
+}
