@@ -155,13 +155,6 @@ func (e *env) sweeperOn(chain Chain, cfg Config) *Sweeper {
 	cfg.Now = e.clock.Now
 	s, err := New(e.st, chain, e.keys(), cfg)
 	require.NoError(e.t, err)
-	s.tokenHook = func(inv store.Invoice) *common.Address {
-		if a, ok := testTokens.Load(tokenKey{e.st, inv.ID}); ok {
-			addr := a.(common.Address)
-			return &addr
-		}
-		return nil
-	}
 	return s
 }
 

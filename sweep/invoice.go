@@ -20,7 +20,7 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 	if err != nil {
 		return outcome{}, err
 	}
-	if token := s.invoiceToken(inv); token != nil {
+	if token := invoiceToken(inv); token != nil {
 		return s.advanceToken(ctx, p, inv, *token, txs)
 	}
 	seen := fingerprintOf(txs)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
@@ -38,8 +37,6 @@ type Sweeper struct {
 	// below the miner's minimum makes the simulated node accept a
 	// transaction and never mine it, as Cosmos EVM nodes do.
 	tipHook func() *big.Int
-	// tokenHook TEMPORARY until the invoice asset columns land.
-	tokenHook func(store.Invoice) *common.Address
 }
 
 // New returns a Sweeper. It makes no network call: the chain id is read by

@@ -61,12 +61,7 @@ type DepositHashSigner interface {
 
 // invoiceToken returns the token an invoice is for, nil for the native
 // coin.
-func (s *Sweeper) invoiceToken(inv store.Invoice) *common.Address {
-	if s.tokenHook != nil {
-		return s.tokenHook(inv) // TODO(tokens step 2): inv.TokenAddress
-	}
-	return nil
-}
+func invoiceToken(inv store.Invoice) *common.Address { return inv.Asset().Token() }
 
 // tokenPaths caches the path detected for each token.
 type tokenPaths struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"math/big"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,9 +61,9 @@ func (e *env) confirmedTokenInvoices(tok *testtoken.Token, n int, amount *big.In
 				LookupTokenHash: randBytes(32), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now,
 				SweepStatus: store.SweepNone,
 			}
+			invs[i].SetAsset(store.Asset{Symbol: tok.Symbol, Address: &token, Decimals: tok.Decimals})
 			return tx.CreateInvoice(ctx, &invs[i])
 		}))
-		testTokens.Store(tokenKey{e.st, invs[i].ID}, tok.Address)
 	}
 	// Explicit nonces: the node's pending nonce may lag its pool.
 	opts := e.payerOpts()
@@ -193,12 +192,4 @@ func permitCallOf(tx *types.Transaction) []byte {
 		return nil
 	}
 	return tx.Data()
-}
-
-// testTokens: TEMPORARY until the invoice asset columns land.
-var testTokens sync.Map
-
-type tokenKey struct {
-	st store.Store
-	id int64
 }
