@@ -35,6 +35,33 @@ type invoiceView struct {
 	LookupToken string `json:"lookup_token,omitempty"`
 }
 
+// MarshalJSON writes the invoice's own JSON (store.Invoice has a
+// MarshalJSON of its own, which embedding would promote and so drop the
+// members below) followed by the QR URLs and the lookup token.
+func (v invoiceView) MarshalJSON() ([]byte, error) {
+	inv, err := json.Marshal(v.Invoice)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := json.Marshal(struct {
+		QRPNGURL    string `json:"qr_png_url"`
+		QRSVGURL    string `json:"qr_svg_url"`
+		LookupToken string `json:"lookup_token,omitempty"`
+	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
+	if err != nil {
+		return nil, err
+	}
+	if len(inv) < 2 || inv[len(inv)-1] != '}' || extra[0] != '{' {
+		return nil, errors.New("invoice: unexpected JSON shape")
+	}
+	out := make([]byte, 0, len(inv)+len(extra))
+	out = append(out, inv[:len(inv)-1]...)
+	if len(inv) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, extra[1:]...), nil
+}
+
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
 	return invoiceView{Invoice: inv, QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
