@@ -19,7 +19,8 @@ import (
 
 // invoiceRequest is a validated POST /v1/invoices body.
 type invoiceRequest struct {
-	amount      store.Amount
+	asset       store.Asset  // the native coin, or a configured token
+	amount      store.Amount // base units of asset
 	expiresIn   time.Duration
 	orderID     string
 	description string
@@ -217,12 +218,16 @@ func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyReco
 
 // newInvoice is j's invoice before it has an index, an address and an id.
 func (s *Service) newInvoice(j *createJob) *store.Invoice {
-	return &store.Invoice{
+	inv := &store.Invoice{
 		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: s.chainID,
 		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata,
 		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
 	}
+	if !j.req.asset.IsNative() {
+		inv.SetAsset(j.req.asset)
+	}
+	return inv
 }
 
 // completion is j's response to inv (what the client gets, the lookup
@@ -362,7 +367,7 @@ func (s *Service) setAddress(inv *store.Invoice, idx uint32) error {
 	if err != nil {
 		return err
 	}
-	uri, err := FormatPaymentURI(PaymentURI{Address: addr, ChainID: s.chainID, Value: inv.AmountWei.Uint256()})
+	uri, err := s.paymentURI(inv.Asset(), addr, inv.AmountWei)
 	if err != nil {
 		return err
 	}
