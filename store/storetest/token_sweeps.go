@@ -15,7 +15,8 @@ func tokenSweepTests() []test {
 }
 
 // A token sweep by permit pulls the tokens with a transferFrom sent by the
-// sweep wallet (kind PULL): one live PULL per invoice, whatever the nonce.
+// sweep wallet (kind PULL): one live PULL per invoice and token, whatever
+// the nonce.
 func testSweepTxOneLivePull(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	inv := newInvoice(t, st, m.ID)
@@ -25,8 +26,10 @@ func testSweepTxOneLivePull(t *testing.T, st store.Store) {
 	dup := first
 	dup.TxHash, dup.Nonce = randHash(), 8
 	require.ErrorIs(t, st.CreateSweepTx(ctx, &dup), store.ErrConflict, "an invoice's tokens are never pulled twice")
-	// Another invoice's pull from the same wallet, and permits, are fine.
+	// Another invoice's pull from the same wallet, another token's, and
+	// permits, are fine.
 	newSweepTx(t, st, store.SweepTxPull, &other.ID, wallet, token, 9, store.SweepTxSigned)
+	newSweepTx(t, st, store.SweepTxPull, &inv.ID, wallet, randAddr(), 12, store.SweepTxSigned)
 	newSweepTx(t, st, store.SweepTxPermit, &inv.ID, wallet, token, 10, store.SweepTxSigned)
 
 	first.Status = store.SweepTxFailed
