@@ -100,6 +100,10 @@ type appConfig struct {
 	proxyRate      float64
 	proxyBurst     int
 	blockPrivateWH bool
+	// tokens are the accepted ERC-20 tokens (PAY_TOKENS, PAY_TOKENS_FILE,
+	// or the dev chain's test stablecoin); their decimals are read from the
+	// chain at start.
+	tokens []tokenConfig
 
 	log *slog.Logger
 }
@@ -113,6 +117,7 @@ type app struct {
 	rpc     *rpc.Client
 	eth     *ethclient.Client
 	chainID uint64
+	assets  []store.Asset // the accepted tokens, decimals read from the chain
 
 	adminToken string
 	creds      *invoice.Credentials
@@ -150,6 +155,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}
 	a.eth = ethclient.NewClient(a.rpc)
 	if err := a.checkChain(ctx); err != nil {
+		return nil, err
+	}
+	if a.assets, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
 		return nil, err
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
@@ -216,6 +224,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		return err
 	}
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
+		Assets:     a.assets,
 		AdminToken: a.adminToken,
 		Logger:     a.log.With("component", "invoice"),
 	})
@@ -327,6 +336,7 @@ func (a *app) buildSweep(ctx context.Context) error {
 	}
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
+		TokenPaths:    tokenPaths(a.cfg.tokens),
 		Confirmations: uint64(a.cfg.confirmations),
 		OperatorToken: a.adminToken,
 		Registerer:    a.reg,
