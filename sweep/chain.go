@@ -39,6 +39,8 @@ type Store interface {
 	store.SweepStore
 	GetInvoice(ctx context.Context, id int64) (store.Invoice, error)
 	GetMerchant(ctx context.Context, id int64) (store.Merchant, error)
+	// ListPaymentsByInvoice finds wrong-asset payments to sweep too.
+	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]store.Payment, error)
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 	TryLock(ctx context.Context, name string) (store.Lock, error)
 }

@@ -151,6 +151,7 @@ func (s *Sweeper) advanceToken(ctx context.Context, p *pass, inv store.Invoice, 
 		pulls:   groupSlots(txs, store.SweepTxPull),
 		fund:    groupSlots(txs, store.SweepTxFunding),
 		sweeps:  groupSlots(txs, store.SweepTxSweep),
+		natives: groupSlots(txs, store.SweepTxNative),
 	}
 	switch {
 	case len(t.permits)+len(t.pulls) > 0:
@@ -176,7 +177,8 @@ type tokenSweep struct {
 	token                        common.Address
 	seen                         fingerprint
 	permits, pulls, fund, sweeps []*slot
-	permit, pull, sweep          *slot // the live one of each kind, if any
+	natives                      []*slot // wrong-asset native coin, after the token
+	permit, pull, sweep          *slot   // the live one of each kind, if any
 }
 
 func liveSlot(slots []*slot) *slot {
@@ -208,7 +210,7 @@ func (s *Sweeper) advancePermit(ctx context.Context, p *pass, inv store.Invoice,
 		}
 	}
 	if t.pull != nil && t.pull.mined != nil {
-		return s.confirmToken(p, inv, t.token, t.pull, nil)
+		return s.finishToken(ctx, p, inv, t, t.pull, nil)
 	}
 	if t.pull != nil {
 		if t.permit != nil && t.permit.mined == nil {

@@ -253,3 +253,48 @@ func TestTokenSweep_CrashAtEveryStep_NothingLostNothingSentTwice(t *testing.T) {
 		})
 	}
 }
+
+func TestTokenSweep_WrongAssetNativeCoinAtTokenInvoice_SweptToTheMerchantToo(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []testtoken.Kind{testtoken.Stable, testtoken.Tether} {
+		t.Run(kind.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			tok := e.deployToken(kind, 6)
+			inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
+			// The payer also sent the native coin by mistake; settlement
+			// recorded it as a wrong-asset payment.
+			e.pay([]common.Address{inv.DepositAddress}, eth(2))
+			e.sim.Commit()
+			require.NoError(t, e.st.InsertPayment(ctx, &store.Payment{
+				InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex, BlockNumber: e.head(),
+				BlockHash: randHash(), From: randAddr(), AmountWei: amountOf(eth(2)), CreatedAt: e.clock.Now(), WrongAsset: true,
+			}))
+			s := e.sweeper(Config{Confirmations: 2})
+
+			e.drive(14, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+			require.Equal(t, 0, e.tokenBalance(tok, e.merchant.SettlementAddress).Cmp(usdc6))
+			native := e.oneOf(inv.ID, store.SweepTxNative)
+			require.Equal(t, store.SweepTxMined, native.Status)
+			require.Equal(t, e.merchant.SettlementAddress, native.To)
+			require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(native.ValueWei.Big()), "the native coin reached the merchant")
+			require.Positive(t, native.ValueWei.Big().Cmp(new(big.Int).Sub(eth(2), eth(1))), "all of it but its own gas")
+			got := e.invoice(inv.ID)
+			require.Equal(t, store.StatusSettled, got.Status)
+			require.Equal(t, amountOf(usdc6), *got.SweptWei)
+			require.Equal(t, amountOf(e.balance(inv.DepositAddress)), *got.DustWei, "dust is what stays at the deposit")
+		})
+	}
+}
+
+func TestTokenSweep_NoWrongAssetPayment_NoNativeSweep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := e.deployToken(testtoken.Tether, 6)
+	inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
+	s := e.sweeper(Config{Confirmations: 1})
+	e.drive(8, e.all([]int64{inv.ID}, store.SweepSwept), s)
+	require.Empty(t, e.sweepTxs(inv.ID, store.SweepTxNative), "the funding's dust stays, recorded")
+	require.Positive(t, e.invoice(inv.ID).DustWei.Big().Sign())
+}
