@@ -29,6 +29,9 @@ type assetSet struct {
 	list     []store.Asset
 }
 
+// nativeOnly is the asset set of a Service configured with no tokens.
+var nativeOnly, _ = newAssetSet(nil)
+
 func newAssetSet(assets []store.Asset) (*assetSet, error) {
 	set := &assetSet{native: store.NativeAsset(DefaultNativeSymbol), bySymbol: map[string]store.Asset{},
 		byToken: map[common.Address]store.Asset{}}
@@ -81,18 +84,22 @@ func (set *assetSet) lookup(name string) (store.Asset, bool) {
 // parseAsset reads the optional "asset" member: absent or null is the
 // native coin.
 func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem) {
+	set := s.assets
+	if set == nil {
+		set = nativeOnly // a Service not made by New (tests)
+	}
 	if isNull(raw) {
-		return s.assets.native, nil
+		return set.native, nil
 	}
 	var name string
 	if raw[0] != '"' || json.Unmarshal(raw, &name) != nil || name == "" {
 		return store.Asset{}, problem.Field(codeInvalidField, "asset",
 			`asset must be a string: a configured symbol ("USDC") or token address`)
 	}
-	a, ok := s.assets.lookup(name)
+	a, ok := set.lookup(name)
 	if !ok {
-		symbols := make([]string, 0, len(s.assets.list))
-		for _, a := range s.assets.list {
+		symbols := make([]string, 0, len(set.list))
+		for _, a := range set.list {
 			symbols = append(symbols, a.Symbol)
 		}
 		return store.Asset{}, problem.Field(codeUnknownAsset, "asset",
