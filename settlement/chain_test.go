@@ -104,9 +104,14 @@ type chainEnv struct {
 
 func newChainEnv(t *testing.T) *chainEnv {
 	t.Parallel()
+	return startChainEnv(t, newSimChain(t))
+}
+
+// startChainEnv starts the indexer on c, indexing the Transfer logs of
+// tokens.
+func startChainEnv(t *testing.T, c *simChain, tokens ...common.Address) *chainEnv {
 	st := pgtest.New(t)
-	c := newSimChain(t)
-	ix, err := indexer.New(indexer.NewRPCSource(c.rpc), st, indexer.Config{Backfill: true,
+	ix, err := indexer.New(indexer.NewRPCSource(c.rpc), st, indexer.Config{Backfill: true, Tokens: tokens,
 		PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ictx, cancel := context.WithCancel(context.Background())

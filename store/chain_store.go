@@ -19,7 +19,7 @@ type ChainStore interface {
 	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
 	// InsertTokenTransfers inserts token transfers in bulk (COPY on
 	// PostgreSQL); call it in the transaction that inserts their blocks.
-	// ErrConflict if a (block number, log index) exists.
+	// ErrConflict if a (tx hash, log index) exists.
 	InsertTokenTransfers(ctx context.Context, ts []TokenTransfer) error
 	// DeleteBlocksFrom removes blocks ≥ number with their transactions and
 	// token transfers, and returns how many blocks it removed.

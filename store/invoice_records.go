@@ -127,62 +127,47 @@ func (inv *Invoice) IsToken() bool {
 	return inv.TokenAddress != nil && *inv.TokenAddress != (common.Address{})
 }
 
-// invoicePlain is Invoice without its JSON methods.
-type invoicePlain Invoice
-
-// tokenInvoiceJSON is the JSON form of a token invoice: amount_wei and
-// paid_wei (shadowed, left out) give way to the asset and its amounts in
-// base units and formatted.
-type tokenInvoiceJSON struct {
-	invoicePlain
-	AmountWei       *Amount `json:"amount_wei,omitempty"`
-	PaidWei         *Amount `json:"paid_wei,omitempty"`
-	Asset           Asset   `json:"asset"`
-	Amount          Amount  `json:"amount"`
-	AmountFormatted string  `json:"amount_formatted"`
-	Paid            Amount  `json:"paid"`
-	PaidFormatted   string  `json:"paid_formatted"`
+// TokenAmounts is what the JSON of a token invoice shows instead of
+// amount_wei and paid_wei: the asset ({"symbol", "address" EIP-55,
+// "decimals"}) and the amounts in base units (decimal strings) and
+// formatted ("12.5"). Embed a *TokenAmounts in a view struct, nil for a
+// native-coin invoice, so that native JSON stays as it was.
+type TokenAmounts struct {
+	Asset           Asset  `json:"asset"`
+	Amount          Amount `json:"amount"`
+	AmountFormatted string `json:"amount_formatted"`
+	Paid            Amount `json:"paid"`
+	PaidFormatted   string `json:"paid_formatted"`
 }
 
-// MarshalJSON writes a native-coin invoice exactly as before tokens
-// existed (amount_wei, paid_wei). A token invoice has instead "asset"
-// ({"symbol", "address" EIP-55, "decimals"}), "amount" and "paid" (base
-// units, decimal strings) and "amount_formatted" and "paid_formatted"
-// ("12.5").
-func (inv Invoice) MarshalJSON() ([]byte, error) {
+// TokenAmounts returns the invoice's token amounts; nil for a native-coin
+// invoice.
+func (inv *Invoice) TokenAmounts() *TokenAmounts {
 	if !inv.IsToken() {
-		return json.Marshal(invoicePlain(inv))
+		return nil
 	}
 	a := inv.Asset()
-	return json.Marshal(tokenInvoiceJSON{
-		invoicePlain: invoicePlain(inv),
-		Asset:        a,
-		Amount:       inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
-		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei),
-	})
+	return &TokenAmounts{Asset: a, Amount: inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
+		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei)}
 }
 
-// UnmarshalJSON reads either form MarshalJSON writes.
-func (inv *Invoice) UnmarshalJSON(b []byte) error {
-	var j struct {
-		tokenInvoiceJSON
-		Asset *Asset `json:"asset"`
+// MarshalInvoiceJSON encodes inv as events carry it (webhook data): a
+// native-coin invoice exactly as json.Marshal(inv) always did; a token
+// invoice with the TokenAmounts members instead of amount_wei and paid_wei.
+// (Invoice has no MarshalJSON method on purpose: it would be promoted to,
+// and replace the JSON of, every struct that embeds an Invoice.)
+func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
+	ta := inv.TokenAmounts()
+	if ta == nil {
+		return json.Marshal(inv)
 	}
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*inv = Invoice(j.invoicePlain)
-	if j.AmountWei != nil {
-		inv.AmountWei = *j.AmountWei
-	}
-	if j.PaidWei != nil {
-		inv.PaidWei = *j.PaidWei
-	}
-	if j.Asset != nil && !j.Asset.IsNative() {
-		inv.SetAsset(*j.Asset)
-		inv.AmountWei, inv.PaidWei = j.Amount, j.Paid
-	}
-	return nil
+	return json.Marshal(struct {
+		Invoice
+		// Shadow (and, being nil, leave out) the wei members.
+		AmountWei *Amount `json:"amount_wei,omitempty"`
+		PaidWei   *Amount `json:"paid_wei,omitempty"`
+		*TokenAmounts
+	}{Invoice: inv, TokenAmounts: ta})
 }
 
 // Idempotency record statuses.

@@ -115,6 +115,12 @@ func (t *Token) Mint(opts *bind.TransactOpts, to common.Address, value *big.Int)
 	return t.bc.Transact(opts, "mint", to, value)
 }
 
+// MintBatch mints value base units to each of to, one Transfer log each
+// (StableToken only); opts must be the deployer.
+func (t *Token) MintBatch(opts *bind.TransactOpts, to []common.Address, value *big.Int) (*types.Transaction, error) {
+	return t.bc.Transact(opts, "mintBatch", to, value)
+}
+
 // Transfer sends value base units from opts.From to `to`.
 func (t *Token) Transfer(opts *bind.TransactOpts, to common.Address, value *big.Int) (*types.Transaction, error) {
 	return t.bc.Transact(opts, "transfer", to, value)

@@ -30,8 +30,10 @@ CREATE TABLE token_transfers (
     from_address BLOB          NOT NULL,
     to_address   BLOB          NOT NULL,
     value        TEXT          NOT NULL,
-    PRIMARY KEY (block_number, log_index)
+    -- Unique like payments: some Cosmos EVM versions numbered logs per
+    -- transaction rather than per block.
+    PRIMARY KEY (tx_hash, log_index)
 );
+CREATE INDEX token_transfers_block ON token_transfers (block_number, log_index);
 CREATE INDEX token_transfers_to ON token_transfers (to_address, block_number, log_index);
 CREATE INDEX token_transfers_from ON token_transfers (from_address, block_number, log_index);
-CREATE INDEX token_transfers_tx ON token_transfers (tx_hash);
