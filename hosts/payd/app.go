@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/prometheus/client_golang/prometheus"
@@ -281,6 +282,7 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 
 func (a *app) buildGateway(ctx context.Context) error {
 	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
+		Tokens:     a.tokenAddresses(),
 		Backfill:   a.cfg.backfill,
 		ChainID:    a.chainID,
 		Registerer: a.metrics(),
@@ -300,6 +302,18 @@ func (a *app) buildGateway(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// tokenAddresses are the accepted tokens' contracts, whose Transfer logs
+// the indexer records.
+func (a *app) tokenAddresses() []common.Address {
+	out := make([]common.Address, 0, len(a.assets))
+	for _, as := range a.assets {
+		if t := as.Token(); t != nil {
+			out = append(out, *t)
+		}
+	}
+	return out
 }
 
 func (a *app) buildSettlement(context.Context) error {
