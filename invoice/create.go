@@ -36,11 +36,12 @@ type invoiceView struct {
 	LookupToken string `json:"lookup_token,omitempty"`
 }
 
-// MarshalJSON writes the invoice's own JSON (store.Invoice has a
-// MarshalJSON of its own, which embedding would promote and so drop the
-// members below) followed by the QR URLs and the lookup token.
+// MarshalJSON writes the invoice's JSON as events carry it
+// (store.MarshalInvoiceJSON: a native invoice exactly as before tokens, a
+// token invoice with its asset and amounts) followed by the QR URLs and the
+// lookup token.
 func (v invoiceView) MarshalJSON() ([]byte, error) {
-	inv, err := json.Marshal(v.Invoice)
+	inv, err := store.MarshalInvoiceJSON(v.Invoice)
 	if err != nil {
 		return nil, err
 	}
