@@ -298,3 +298,22 @@ func TestTokenSweep_NoWrongAssetPayment_NoNativeSweep(t *testing.T) {
 	require.Empty(t, e.sweepTxs(inv.ID, store.SweepTxNative), "the funding's dust stays, recorded")
 	require.Positive(t, e.invoice(inv.ID).DustWei.Big().Sign())
 }
+
+func TestTokenSweep_EmptySweepWallet_FailedWithInsufficientGas(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []testtoken.Kind{testtoken.Stable, testtoken.Tether} {
+		t.Run(kind.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, sweepWalletBalance(big0()))
+			tok := e.deployToken(kind, 6)
+			inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
+			s := e.sweeper(Config{Confirmations: 1})
+			s.keys.Funder = nil // no top-up
+			e.drive(3, e.all([]int64{inv.ID}, store.SweepFailed), s)
+			got := e.invoice(inv.ID)
+			require.Equal(t, ReasonInsufficientGas, got.SweepError)
+			require.Equal(t, []string{store.EventInvoiceSweepFailed}, e.events(inv.ID))
+			require.Zero(t, e.tokenBalance(tok, e.merchant.SettlementAddress).Sign())
+		})
+	}
+}
