@@ -76,8 +76,8 @@ func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Reque
 }
 
 func (a *ReadAPI) addressTokenTransfers(w http.ResponseWriter, r *http.Request) {
-	addr, ok := parseAddress(r.PathValue("address"))
-	if !ok {
+	addr, err := store.ParseAddress(r.PathValue("address"))
+	if err != nil {
 		problem.Respond(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
 		return
 	}

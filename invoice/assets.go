@@ -183,16 +183,16 @@ func (s *Service) Assets() []store.Asset {
 // publicTokenInvoice is a token invoice as a payer sees it: the asset and
 // its amounts in base units and formatted instead of amount_wei/paid_wei.
 type publicTokenInvoice struct {
-	Status          string         `json:"status"`
-	Asset           store.Asset    `json:"asset"`
-	Amount          store.Amount   `json:"amount"`
-	AmountFormatted string         `json:"amount_formatted"`
-	Paid            store.Amount   `json:"paid"`
-	PaidFormatted   string         `json:"paid_formatted"`
-	ChainID         uint64         `json:"chain_id"`
-	DepositAddress  common.Address `json:"deposit_address"`
-	PaymentURI      string         `json:"payment_uri"`
-	ExpiresAt       time.Time      `json:"expires_at"`
+	Status          string                `json:"status"`
+	Asset           store.Asset           `json:"asset"`
+	Amount          store.Amount          `json:"amount"`
+	AmountFormatted string                `json:"amount_formatted"`
+	Paid            store.Amount          `json:"paid"`
+	PaidFormatted   string                `json:"paid_formatted"`
+	ChainID         uint64                `json:"chain_id"`
+	DepositAddress  store.ChecksumAddress `json:"deposit_address"`
+	PaymentURI      string                `json:"payment_uri"`
+	ExpiresAt       time.Time             `json:"expires_at"`
 }
 
 // publicView is what GET /v1/public/invoice answers.
@@ -200,13 +200,13 @@ func publicView(inv store.Invoice) any {
 	if !inv.IsToken() {
 		return publicInvoice{
 			Status: inv.Status, AmountWei: inv.AmountWei, PaidWei: inv.PaidWei, ChainID: inv.ChainID,
-			DepositAddress: inv.DepositAddress, PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+			DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
 		}
 	}
 	a := inv.Asset()
 	return publicTokenInvoice{
 		Status: inv.Status, Asset: a, Amount: inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
 		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei), ChainID: inv.ChainID,
-		DepositAddress: inv.DepositAddress, PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+		DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
 	}
 }

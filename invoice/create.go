@@ -36,33 +36,22 @@ type invoiceView struct {
 	LookupToken string `json:"lookup_token,omitempty"`
 }
 
-// MarshalJSON writes the invoice's JSON as events carry it
-// (store.MarshalInvoiceJSON: a native invoice exactly as before tokens, a
-// token invoice with its asset and amounts) followed by the QR URLs and the
-// lookup token.
+// MarshalJSON is the invoice's JSON as events carry it
+// (store.MarshalInvoiceJSON: EIP-55 addresses; a token invoice with its
+// asset and amounts) with the view's members. Without it the embedded
+// record's MarshalJSON would be promoted and drop them.
 func (v invoiceView) MarshalJSON() ([]byte, error) {
-	inv, err := store.MarshalInvoiceJSON(v.Invoice)
-	if err != nil {
-		return nil, err
-	}
-	extra, err := json.Marshal(struct {
+	return joinObjects(invoiceJSON(v.Invoice), struct {
 		QRPNGURL    string `json:"qr_png_url"`
 		QRSVGURL    string `json:"qr_svg_url"`
 		LookupToken string `json:"lookup_token,omitempty"`
 	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
-	if err != nil {
-		return nil, err
-	}
-	if len(inv) < 2 || inv[len(inv)-1] != '}' || extra[0] != '{' {
-		return nil, errors.New("invoice: unexpected JSON shape")
-	}
-	out := make([]byte, 0, len(inv)+len(extra))
-	out = append(out, inv[:len(inv)-1]...)
-	if len(inv) > 2 {
-		out = append(out, ',')
-	}
-	return append(out, extra[1:]...), nil
 }
+
+// invoiceJSON marshals with store.MarshalInvoiceJSON.
+type invoiceJSON store.Invoice
+
+func (i invoiceJSON) MarshalJSON() ([]byte, error) { return store.MarshalInvoiceJSON(store.Invoice(i)) }
 
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)

@@ -128,23 +128,6 @@ func (a *Asset) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ErrInvalidAddress is returned for a malformed address or a mixed-case
-// address whose EIP-55 checksum is wrong.
-var ErrInvalidAddress = errors.New("invalid address: want 0x and 40 hex digits, EIP-55 checksummed when mixed-case")
-
-// ParseAddress reads a 0x-prefixed hex address in any case; a mixed-case
-// address must carry a valid EIP-55 checksum.
-func ParseAddress(s string) (common.Address, error) {
-	if !common.IsHexAddress(s) || !strings.HasPrefix(s, "0x") && !strings.HasPrefix(s, "0X") {
-		return common.Address{}, ErrInvalidAddress
-	}
-	addr := common.HexToAddress(s)
-	hexPart := s[2:]
-	if hexPart != strings.ToLower(hexPart) && hexPart != strings.ToUpper(hexPart) && addr.Hex()[2:] != hexPart {
-		return common.Address{}, ErrInvalidAddress
-	}
-	return addr, nil
-}
 
 // FormatUnits writes x base units of an asset with decimals decimals as a
 // decimal string of whole units, exactly: no exponent, no trailing zeros in

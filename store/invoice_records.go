@@ -161,13 +161,15 @@ func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
 	if ta == nil {
 		return json.Marshal(inv)
 	}
+	type plain Invoice // no MarshalJSON to be promoted
 	return json.Marshal(struct {
-		Invoice
+		plain
+		DepositAddress ChecksumAddress `json:"deposit_address"`
 		// Shadow (and, being nil, leave out) the wei members.
 		AmountWei *Amount `json:"amount_wei,omitempty"`
 		PaidWei   *Amount `json:"paid_wei,omitempty"`
 		*TokenAmounts
-	}{Invoice: inv, TokenAmounts: ta})
+	}{plain: plain(inv), DepositAddress: ChecksumAddress(inv.DepositAddress), TokenAmounts: ta})
 }
 
 // Idempotency record statuses.
