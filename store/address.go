@@ -113,8 +113,9 @@ func (p Payment) MarshalJSON() ([]byte, error) {
 	type plain Payment
 	return json.Marshal(struct {
 		plain
-		From ChecksumAddress `json:"from"`
-	}{plain(p), ChecksumAddress(p.From)})
+		From  ChecksumAddress  `json:"from"`
+		Token *ChecksumAddress `json:"token,omitempty"`
+	}{plain(p), ChecksumAddress(p.From), checksummed(p.Token)})
 }
 
 // MarshalJSON shows from and to in EIP-55.

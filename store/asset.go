@@ -128,7 +128,6 @@ func (a *Asset) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-
 // FormatUnits writes x base units of an asset with decimals decimals as a
 // decimal string of whole units, exactly: no exponent, no trailing zeros in
 // the fraction, no decimal point for a whole number ("12.5", "0.000001",

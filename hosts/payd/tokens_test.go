@@ -51,8 +51,8 @@ func TestServe_BadTokens_RefusedWithReason(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`[{"symbol":"USDC","adress":"`+usdcHex+`"}]`), 0o600))
 	for env, want := range map[string]string{
 		"USDC":        "want SYMBOL:ADDRESS",
-		"USDC:0x1234": "invalid address",
-		"USDC:0x5FbDB2315678afecb367f032d93F642f64180AA3": "invalid address",
+		"USDC:0x1234": "0x followed by 40 hex digits",
+		"USDC:0x5FbDB2315678afecb367f032d93F642f64180AA3": "checksum",
 		"USDC:" + usdcHex + ":x":                          "decimals",
 		"USDC:" + usdcHex + ":6:free":                     "want permit or fund",
 		"USDC:" + usdcHex + ",usdc:" + usdcHex:            "given twice",
