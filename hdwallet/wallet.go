@@ -125,6 +125,25 @@ func (w *Wallet) SignTx(ctx context.Context, index uint32, tx *types.Transaction
 	return signed, nil
 }
 
+// SignHash signs a 32-byte digest (an EIP-712 permit, for example) with
+// the key of m/44'/60'/0'/0/index and returns the 65-byte [R || S || V]
+// signature, V being 0 or 1.
+func (w *Wallet) SignHash(ctx context.Context, index uint32, hash common.Hash) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	key, err := w.PrivateKey(index)
+	if err != nil {
+		return nil, err
+	}
+	defer key.D.SetInt64(0)
+	sig, err := crypto.Sign(hash[:], key)
+	if err != nil {
+		return nil, fmt.Errorf("hdwallet: signing a hash for index %d: %w", index, err)
+	}
+	return sig, nil
+}
+
 // DerivePath derives any path from the master key, e.g. SweepPath. The
 // result is a private ExtendedKey; call Public on it before handing it to
 // code that should not spend.

@@ -19,7 +19,8 @@ import (
 
 // invoiceRequest is a validated POST /v1/invoices body.
 type invoiceRequest struct {
-	amount      store.Amount
+	asset       store.Asset  // the native coin, or a configured token
+	amount      store.Amount // base units of asset
 	expiresIn   time.Duration
 	orderID     string
 	description string
@@ -35,16 +36,22 @@ type invoiceView struct {
 	LookupToken string `json:"lookup_token,omitempty"`
 }
 
-// MarshalJSON is the invoice's JSON (store.Invoice's, addresses in EIP-55)
-// with the view's members. Without it the embedded record's MarshalJSON
-// would be promoted and drop them.
+// MarshalJSON is the invoice's JSON as events carry it
+// (store.MarshalInvoiceJSON: EIP-55 addresses; a token invoice with its
+// asset and amounts) with the view's members. Without it the embedded
+// record's MarshalJSON would be promoted and drop them.
 func (v invoiceView) MarshalJSON() ([]byte, error) {
-	return joinObjects(v.Invoice, struct {
+	return joinObjects(invoiceJSON(v.Invoice), struct {
 		QRPNGURL    string `json:"qr_png_url"`
 		QRSVGURL    string `json:"qr_svg_url"`
 		LookupToken string `json:"lookup_token,omitempty"`
 	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
 }
+
+// invoiceJSON marshals with store.MarshalInvoiceJSON.
+type invoiceJSON store.Invoice
+
+func (i invoiceJSON) MarshalJSON() ([]byte, error) { return store.MarshalInvoiceJSON(store.Invoice(i)) }
 
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
@@ -201,12 +208,16 @@ func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyReco
 
 // newInvoice is j's invoice before it has an index, an address and an id.
 func (s *Service) newInvoice(j *createJob) *store.Invoice {
-	return &store.Invoice{
+	inv := &store.Invoice{
 		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: s.chainID,
 		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata,
 		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
 	}
+	if !j.req.asset.IsNative() {
+		inv.SetAsset(j.req.asset)
+	}
+	return inv
 }
 
 // completion is j's response to inv (what the client gets, the lookup
@@ -346,7 +357,7 @@ func (s *Service) setAddress(inv *store.Invoice, idx uint32) error {
 	if err != nil {
 		return err
 	}
-	uri, err := FormatPaymentURI(PaymentURI{Address: addr, ChainID: s.chainID, Value: inv.AmountWei.Uint256()})
+	uri, err := s.paymentURI(inv.Asset(), addr, inv.AmountWei)
 	if err != nil {
 		return err
 	}

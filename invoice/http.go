@@ -675,10 +675,7 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, publicInvoice{
-		Status: inv.Status, AmountWei: inv.AmountWei, PaidWei: inv.PaidWei, ChainID: inv.ChainID,
-		DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
-	})
+	writeJSON(w, http.StatusOK, publicView(inv))
 }
 
 func (s *Service) handleOpenAPI(w http.ResponseWriter, r *http.Request) {

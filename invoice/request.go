@@ -49,7 +49,8 @@ var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateFiel
 	codeInvalidField, codeInvalidAmount, codeInvalidAddress, codeUnknownParameter, codeInvalidParameter,
 	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
 	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
-	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable}
+	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable,
+	codeUnknownAsset}
 
 // Field limits of an invoice.
 const (
@@ -146,12 +147,21 @@ func stringMember(ms map[string]json.RawMessage, name string, max int) (string, 
 
 // parseInvoiceRequest validates a POST /v1/invoices body.
 func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
-	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata")
+	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata",
+		"asset", "amount", "amount_formatted")
 	if perr != nil {
 		return invoiceRequest{}, perr
 	}
 	req := invoiceRequest{expiresIn: s.cfg.DefaultExpiry}
-	if req.amount, perr = s.parseAmount(ms["amount_wei"]); perr != nil {
+	if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+		return invoiceRequest{}, perr
+	}
+	if req.asset.IsNative() && isNull(ms["amount"]) && isNull(ms["amount_formatted"]) {
+		req.amount, perr = s.parseAmount(ms["amount_wei"]) // today's request, unchanged
+	} else {
+		req.amount, perr = s.parseAssetAmount(req.asset, ms)
+	}
+	if perr != nil {
 		return invoiceRequest{}, perr
 	}
 	if raw := ms["expires_in_seconds"]; !isNull(raw) {

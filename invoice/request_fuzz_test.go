@@ -13,7 +13,7 @@ func FuzzParseInvoiceRequest(f *testing.F) {
 		`{"amount_wei":"1500000000000000000"}`,
 		`{"amount_wei":"1","expires_in_seconds":60,"order_id":"o","description":"d","metadata":{"a":[1,{"b":null}]}}`,
 		`{"amount_wei":"1000000000000000000000000001"}`,
-		`{"amount_wei":1}`, `{"amount":"1"}`, `[]`, `{"amount_wei":"1"}{}`, `{"amount_wei":"1","amount_wei":"1"}`,
+		`{"amount_wei":1}`, `{"amount":"1"}`, `{"asset":"ETH","amount_formatted":"0.5"}`, `{"asset":"USDC","amount":"1"}`, `[]`, `{"amount_wei":"1"}{}`, `{"amount_wei":"1","amount_wei":"1"}`,
 		`{"amount_wei":"1","metadata":{"k":"\ud800","n":1e999999,"z":"\u0000","d":[[[[]]]]}}`,
 		`{"amount_wei":"1","description":"\ud83d\ude00\udc00"}`,
 	} {

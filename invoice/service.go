@@ -45,6 +45,13 @@ type Config struct {
 	// and 7 days.
 	MinExpiry time.Duration
 	MaxExpiry time.Duration
+	// Assets are the assets invoices may be for: ERC-20 tokens (symbol,
+	// contract address, decimals — the host reads decimals() from the
+	// contract), and optionally the native coin (Address nil) to name its
+	// symbol. A request names one by symbol or token address ("asset");
+	// without one an invoice is for the native coin. Defaults to nil: the
+	// native coin only, symbol DefaultNativeSymbol.
+	Assets []store.Asset
 	// MaxAmount caps amount_wei. Defaults to MaxAmountWei (10^27).
 	MaxAmount *store.Amount
 	// MaxBodyBytes caps request bodies; larger ones get 413. Defaults to
@@ -168,6 +175,7 @@ type Service struct {
 	chainID uint64
 	cfg     Config
 	auth    *Authenticator
+	assets  *assetSet
 	addrs   *addrCache
 	batcher *batcher
 	log     *slog.Logger
@@ -195,7 +203,11 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg,
+	assets, err := newAssetSet(cfg.Assets)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg, assets: assets,
 		auth: auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
 	s.batcher = &batcher{s: s, max: cfg.CreateBatchSize}
 	return s, nil

@@ -161,20 +161,15 @@ func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
 	if err != nil || ta == nil {
 		return b, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	delete(m, "amount_wei")
-	delete(m, "paid_wei")
-	extra, err := json.Marshal(ta)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(extra, &m); err != nil {
-		return nil, err
-	}
-	return json.Marshal(m)
+	type plain Invoice // no MarshalJSON to be promoted
+	return json.Marshal(struct {
+		plain
+		DepositAddress ChecksumAddress `json:"deposit_address"`
+		// Shadow (and, being nil, leave out) the wei members.
+		AmountWei *Amount `json:"amount_wei,omitempty"`
+		PaidWei   *Amount `json:"paid_wei,omitempty"`
+		*TokenAmounts
+	}{plain: plain(inv), DepositAddress: ChecksumAddress(inv.DepositAddress), TokenAmounts: ta})
 }
 
 // Idempotency record statuses.

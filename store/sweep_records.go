@@ -11,6 +11,14 @@ const (
 	SweepTxFunding = "FUNDING" // sweep wallet → deposit address (gas)
 	SweepTxSweep   = "SWEEP"   // deposit address → settlement address
 	SweepTxTopUp   = "TOPUP"   // gas funder → sweep wallet
+	// Token sweeps by EIP-2612 permit: the sweep wallet submits the deposit
+	// key's signed permit, then pulls the tokens with transferFrom.
+	SweepTxPermit = "PERMIT" // sweep wallet → token: permit(deposit, wallet, amount, …)
+	SweepTxPull   = "PULL"   // sweep wallet → token: transferFrom(deposit, settlement address, amount)
+	// SweepTxNative moves the native coin paid to a token invoice (a
+	// wrong-asset payment) from the deposit address to the settlement
+	// address, after the token sweep; it pays its own gas.
+	SweepTxNative = "NATIVE" // deposit address → settlement address
 )
 
 // SweepTxLive lists the statuses of a transaction that may still be (or is)

@@ -28,6 +28,8 @@ type Chain interface {
 	ethereum.TransactionReader
 	ethereum.TransactionSender
 	ethereum.GasPricer1559
+	ethereum.ContractCaller // token sweeps: balances, allowances, permits, pre-flight calls
+	ethereum.GasEstimator   // token sweeps: the gas of a transfer
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 }
 
@@ -37,6 +39,8 @@ type Store interface {
 	store.SweepStore
 	GetInvoice(ctx context.Context, id int64) (store.Invoice, error)
 	GetMerchant(ctx context.Context, id int64) (store.Merchant, error)
+	// ListPaymentsByInvoice finds wrong-asset payments to sweep too.
+	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]store.Payment, error)
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 	TryLock(ctx context.Context, name string) (store.Lock, error)
 }

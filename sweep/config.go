@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evmpay/evmpay/store"
@@ -89,6 +90,12 @@ type Config struct {
 	// GasReserveFloor is the smallest derived reserve. Defaults to 1e17 wei
 	// (0.1 of a native unit).
 	GasReserveFloor store.Amount
+	// TokenPaths chooses, per ERC-20 token contract, how its sweeps pay
+	// their gas: TokenPathPermit or TokenPathFund. Defaults to nil: each
+	// token's path is detected (permit when the token answers EIP-2612's
+	// DOMAIN_SEPARATOR() and nonces(address) and the deposit signer can
+	// sign digests, fund otherwise).
+	TokenPaths map[common.Address]TokenPath
 	// ChainGuard, when set, is asked before any stored signed transaction
 	// is broadcast or re-broadcast (sweeps, fundings, top-ups,
 	// replacements) and at the start of every pass: on an error nothing
@@ -168,6 +175,13 @@ func (c Config) validate() error {
 	}
 	if c.Lease < 10*time.Second {
 		return errors.New("sweep: Lease must be at least 10s")
+	}
+	for token, path := range c.TokenPaths {
+		switch path {
+		case "", TokenPathPermit, TokenPathFund:
+		default:
+			return fmt.Errorf("sweep: token %s: unknown path %q (want %q or %q)", token.Hex(), path, TokenPathPermit, TokenPathFund)
+		}
 	}
 	if c.MaxFeePerGas.Cmp(c.MinGasPrice) < 0 {
 		return errors.New("sweep: MaxFeePerGas is below MinGasPrice")

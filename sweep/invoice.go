@@ -21,6 +21,9 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 	if err != nil {
 		return outcome{}, err
 	}
+	if token := invoiceToken(inv); token != nil {
+		return s.advanceToken(ctx, p, inv, *token, txs)
+	}
 	seen := fingerprintOf(txs)
 	fund := groupSlots(txs, store.SweepTxFunding)
 	var sweep *slot

@@ -27,6 +27,8 @@ type Sweeper struct {
 	m     *metrics
 	admin *Admin
 
+	paths tokenPaths // detected token sweep paths
+
 	mu      sync.Mutex
 	chainID *big.Int
 	signer  types.Signer
@@ -240,6 +242,9 @@ type outcome struct {
 type sweptResult struct {
 	tx   store.SweepTx
 	dust store.Amount
+	// amount, when set, is what reached the merchant (a token sweep's
+	// base units); otherwise the transaction's value.
+	amount *store.Amount
 }
 
 func wait(status string) outcome { return outcome{status: status} }
@@ -285,6 +290,9 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 		case out.swept != nil:
 			h := out.swept.tx.TxHash
 			swept, dust := out.swept.tx.ValueWei, out.swept.dust
+			if out.swept.amount != nil {
+				swept = *out.swept.amount
+			}
 			inv.SweepStatus, inv.SweepTxHash, inv.SweptWei, inv.DustWei = store.SweepSwept, &h, &swept, &dust
 			inv.SweepError, inv.SweepNextAttemptAt = "", nil
 			if inv.Status == store.StatusConfirmed {

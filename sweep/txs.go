@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,6 +288,10 @@ type spec struct {
 	from, to  common.Address
 	value     *big.Int
 	fee       fee
+	// data is the call data (a token call); nil for a plain transfer.
+	data []byte
+	// gas is the gas limit; 0 means transferGas.
+	gas uint64
 	// nonce is used as is unless reserve is set: then the nonce comes from
 	// ReserveNonce(from, nonce) inside the storing transaction, nonce being
 	// the node's pending nonce.
@@ -347,15 +352,16 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 				return err
 			}
 		}
-		to := sp.to
+		to, gas := sp.to, cmp.Or(sp.gas, transferGas)
 		unsigned := types.NewTx(&types.DynamicFeeTx{
 			ChainID:   s.chainID,
 			Nonce:     nonce,
 			GasTipCap: sp.fee.tip,
 			GasFeeCap: sp.fee.cap,
-			Gas:       transferGas,
+			Gas:       gas,
 			To:        &to,
 			Value:     sp.value,
+			Data:      sp.data,
 		})
 		signed, err := sp.sign(ctx, unsigned)
 		if err != nil {
@@ -376,7 +382,7 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 		}
 		rec = store.SweepTx{
 			InvoiceID: sp.invoiceID, Kind: sp.kind, From: sp.from, To: sp.to, Nonce: nonce,
-			ValueWei: amountOf(sp.value), GasLimit: transferGas,
+			ValueWei: amountOf(sp.value), GasLimit: gas,
 			MaxFeeWei: amountOf(sp.fee.cap), MaxPriorityFeeWei: amountOf(sp.fee.tip),
 			TxHash: signed.Hash(), RawTx: raw, Status: store.SweepTxSigned,
 			CreatedAt: p.now, UpdatedAt: p.now,
@@ -386,7 +392,7 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 		}
 		if g := sp.invoice; g != nil {
 			inv.SweepStatus, inv.UpdatedAt = g.status, p.now
-			if sp.kind == store.SweepTxSweep {
+			if sp.kind == store.SweepTxSweep || sp.kind == store.SweepTxPull {
 				h := rec.TxHash
 				inv.SweepTxHash = &h
 			}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,10 @@ type appConfig struct {
 	// read API: blocks, transactions, address transactions) from a read
 	// replica (DATABASE_READ_URL); see docs/scale.md. nil: the primary.
 	reads store.Store
+	// tokens are the accepted ERC-20 tokens (PAY_TOKENS, PAY_TOKENS_FILE,
+	// or the dev chain's test stablecoin); their decimals are read from the
+	// chain at start.
+	tokens []tokenConfig
 	// chainCheckEvery is how often the node's chain is compared with the
 	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
 	chainCheckEvery time.Duration
@@ -120,6 +125,7 @@ type app struct {
 	rpc     *rpc.Client
 	eth     *ethclient.Client
 	chainID uint64
+	assets  []store.Asset // the accepted tokens, decimals read from the chain
 	// identity compares the node with the chain the database holds, at
 	// start, in the background and before sweep sends a signed
 	// transaction.
@@ -164,6 +170,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 		return nil, err
 	}
 	if err := a.checkIdentity(ctx); err != nil {
+		return nil, err
+	}
+	if a.assets, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
 		return nil, err
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
@@ -265,6 +274,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		return err
 	}
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
+		Assets:     a.assets,
 		AdminToken: a.adminToken,
 		Merchants:  rules,
 		Logger:     a.log.With("component", "invoice"),
@@ -322,6 +332,7 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 
 func (a *app) buildGateway(ctx context.Context) error {
 	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
+		Tokens:     a.tokenAddresses(),
 		Backfill:   a.cfg.backfill,
 		ChainID:    a.chainID,
 		Registerer: a.metrics(),
@@ -341,6 +352,18 @@ func (a *app) buildGateway(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// tokenAddresses are the accepted tokens' contracts, whose Transfer logs
+// the indexer records.
+func (a *app) tokenAddresses() []common.Address {
+	out := make([]common.Address, 0, len(a.assets))
+	for _, as := range a.assets {
+		if t := as.Token(); t != nil {
+			out = append(out, *t)
+		}
+	}
+	return out
 }
 
 func (a *app) buildSettlement(context.Context) error {
@@ -377,6 +400,7 @@ func (a *app) buildSweep(ctx context.Context) error {
 	}
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
+		TokenPaths:    tokenPaths(a.cfg.tokens),
 		Confirmations: uint64(a.cfg.confirmations),
 		// No stored signed transaction goes to a node that serves another
 		// chain than the one it was signed for (same chain id).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/testtoken"
 	"github.com/evmpay/evmpay/sweep"
 )
 
@@ -63,6 +64,12 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	usdc, err := chain.deployDevToken(ctx)
+	if err != nil {
+		chain.backend.Close()
+		return err
+	}
+	decimals := usdc.Decimals
 	chainCtx, stopChain := context.WithCancel(context.Background())
 	chainDone := make(chan error, 1)
 	go func() { chainDone <- chain.Run(chainCtx) }()
@@ -95,6 +102,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		archiveEvery:  time.Hour,
 		proxyRate:     50,
 		proxyBurst:    100,
+		tokens:        []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
 		log:           log,
 	})
 	if err != nil {
@@ -105,7 +113,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		a.close()
 		return err
 	}
-	printDevBanner(stdout, a, chain, demo, *dataDir)
+	printDevBanner(stdout, a, chain, demo, usdc, *dataDir)
 	return a.run(ctx)
 }
 
@@ -125,12 +133,14 @@ func createDemoMerchant(ctx context.Context, a *app, webhookURL string) (invoice
 	})
 }
 
-func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMerchant, dataDir string) {
+func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMerchant, usdc *testtoken.Token, dataDir string) {
 	api := a.httpURL()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  evmpay dev is running — everything in this process, state in %s\n\n", dataDir)
 	fmt.Fprintf(&b, "  dev chain     %s   chain id %d, a block every %s\n", chain.url, a.chainID, chain.period)
 	fmt.Fprintf(&b, "                funded: the 10 first accounts of %q\n", devMnemonic)
+	fmt.Fprintf(&b, "  test token    %s %s   (%d decimals, EIP-2612 permit; 1,000,000 minted to each funded account)\n",
+		usdc.Symbol, usdc.Address.Hex(), usdc.Decimals)
 	fmt.Fprintf(&b, "  API           %s   (OpenAPI: %s/v1/openapi.json)\n", api, api)
 	fmt.Fprintf(&b, "  RPC proxy     %s\n", a.proxyURL())
 	fmt.Fprintf(&b, "  metrics       %s/metrics\n\n", api)
@@ -144,6 +154,9 @@ func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMe
 	fmt.Fprintf(&b, "      -d '{\"amount_wei\": \"500000000000000000\"}'\n\n")
 	fmt.Fprintf(&b, "  Pay it (in another terminal) with its payment_uri:\n\n")
 	fmt.Fprintf(&b, "    go run ./hosts/payd pay 'ethereum:0x…@%d?value=500000000000000000'\n\n", a.chainID)
+	fmt.Fprintf(&b, "  Or an invoice for 12.5 %s: -d '{\"asset\": \"%s\", \"amount_formatted\": \"12.5\"}'\n", usdc.Symbol, usdc.Symbol)
+	fmt.Fprintf(&b, "    and pay its payment_uri the same way: payd pay 'ethereum:%s@%d/transfer?address=0x…&uint256=12500000'\n\n",
+		usdc.Address.Hex(), a.chainID)
 	fmt.Fprintf(&b, "  Then watch it: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
 	fmt.Fprint(w, b.String())
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
@@ -16,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/node"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // devMnemonic is the well-known development mnemonic (Hardhat, Anvil, …).
@@ -149,4 +151,51 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// devTokenMint is what `payd dev` mints to each funded dev account:
+// 1,000,000 USDC of 6 decimals.
+var devTokenMint = big.NewInt(1_000_000_000_000)
+
+// deployDevToken deploys the test stablecoin (StableToken: USDC, 6
+// decimals, EIP-2612 permit) from dev account 0, mints devTokenMint to each
+// funded dev account, and seals the blocks. Call it before Run.
+func (c *devChain) deployDevToken(ctx context.Context) (*testtoken.Token, error) {
+	w, err := devWallet()
+	if err != nil {
+		return nil, err
+	}
+	key, err := w.PrivateKey(0)
+	if err != nil {
+		return nil, err
+	}
+	client := c.backend.Client()
+	opts := bind.NewKeyedTransactor(key, big.NewInt(devChainID))
+	opts.Context = ctx
+	nonce, err := client.PendingNonceAt(ctx, opts.From)
+	if err != nil {
+		return nil, err
+	}
+	opts.Nonce = new(big.Int).SetUint64(nonce)
+	tok, _, err := testtoken.DeployStable(opts, client)
+	if err != nil {
+		return nil, fmt.Errorf("dev chain: deploy the test stablecoin: %w", err)
+	}
+	c.backend.Commit()
+	for i := uint32(0); i < devAccounts; i++ {
+		to, err := w.Address(i)
+		if err != nil {
+			return nil, err
+		}
+		opts.Nonce = new(big.Int).SetUint64(nonce + 1 + uint64(i))
+		if _, err := tok.Mint(opts, to, devTokenMint); err != nil {
+			return nil, fmt.Errorf("dev chain: mint the test stablecoin: %w", err)
+		}
+	}
+	c.backend.Commit()
+	bal, err := tok.BalanceOf(ctx, opts.From)
+	if err != nil || bal.Cmp(devTokenMint) != 0 {
+		return nil, fmt.Errorf("dev chain: the test stablecoin was not minted (balance %v): %w", bal, err)
+	}
+	return tok, nil
 }

@@ -268,6 +268,8 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	require.NotNil(t, status.SweepWallet)
 	require.False(t, status.SweepWallet.Low)
 
+	tokenPayFlow(t, ctx, apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, chainAddr, out.String(), recv)
+
 	cancel()
 	select {
 	case err := <-done:

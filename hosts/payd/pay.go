@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -30,14 +32,11 @@ func runPay(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError("usage: payd pay [--rpc host:port] [--key-file file] <ethereum:… payment URI>")
+		return usageError("usage: payd pay [--rpc host:port] [--key-file file] <ethereum:… payment URI, native or /transfer>")
 	}
-	uri, err := invoice.ParsePaymentURI(fs.Arg(0))
+	p, err := parsePayURI(fs.Arg(0))
 	if err != nil {
-		return fmt.Errorf("payd pay: %w", err)
-	}
-	if uri.Value == nil || uri.Value.IsZero() {
-		return errors.New("payd pay: the payment URI has no value to pay")
+		return err
 	}
 	key, err := payerKey(*keyFile)
 	if err != nil {
@@ -53,8 +52,8 @@ func runPay(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("payd pay: no chain at %s (start one with `payd dev` or `payd devchain`): %w", *rpcAddr, err)
 	}
-	if !chainID.IsUint64() || chainID.Uint64() != uri.ChainID {
-		return fmt.Errorf("payd pay: the URI asks for chain %d but %s is chain %s", uri.ChainID, *rpcAddr, chainID)
+	if !chainID.IsUint64() || chainID.Uint64() != p.chainID {
+		return fmt.Errorf("payd pay: the URI asks for chain %d but %s is chain %s", p.chainID, *rpcAddr, chainID)
 	}
 	from := crypto.PubkeyToAddress(key.PublicKey)
 	nonce, err := client.PendingNonceAt(ctx, from)
@@ -73,15 +72,25 @@ func runPay(ctx context.Context, args []string, stdout io.Writer) error {
 	if head.BaseFee != nil {
 		feeCap.Add(feeCap, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
 	}
-	to := uri.Address
+	gas := uint64(21_000)
+	if p.data != nil {
+		// A token transfer: its gas is estimated (and the estimate fails when
+		// the payer lacks the tokens).
+		est, err := client.EstimateGas(ctx, ethereum.CallMsg{From: from, To: &p.to, Data: p.data})
+		if err != nil {
+			return fmt.Errorf("payd pay: the token transfer would fail (does the payer hold the tokens?): %w", err)
+		}
+		gas = est + est/5
+	}
 	tx := types.NewTx(&types.DynamicFeeTx{
 		ChainID:   chainID,
 		Nonce:     nonce,
 		GasTipCap: tip,
 		GasFeeCap: feeCap,
-		Gas:       21_000,
-		To:        &to,
-		Value:     uri.Value.ToBig(),
+		Gas:       gas,
+		To:        &p.to,
+		Value:     p.value,
+		Data:      p.data,
 	})
 	signed, err := types.SignTx(tx, types.LatestSignerForChainID(chainID), key)
 	if err != nil {
@@ -108,6 +117,45 @@ func runPay(ctx context.Context, args []string, stdout io.Writer) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// payment is the transaction a payment URI asks for.
+type payment struct {
+	chainID uint64
+	to      common.Address
+	value   *big.Int
+	data    []byte
+}
+
+// parsePayURI reads a native-coin URI (ethereum:<address>@<chain>?value=…)
+// or an ERC-20 transfer URI
+// (ethereum:<token>@<chain>/transfer?address=…&uint256=…).
+func parsePayURI(s string) (payment, error) {
+	if strings.Contains(s, "/transfer") {
+		t, err := invoice.ParseTransferURI(s)
+		if err != nil {
+			return payment{}, fmt.Errorf("payd pay: %w", err)
+		}
+		if t.Amount == nil || t.Amount.IsZero() {
+			return payment{}, errors.New("payd pay: the transfer URI has no amount to pay")
+		}
+		return payment{chainID: t.ChainID, to: t.Token, value: new(big.Int), data: erc20Transfer(t.To, t.Amount.ToBig())}, nil
+	}
+	uri, err := invoice.ParsePaymentURI(s)
+	if err != nil {
+		return payment{}, fmt.Errorf("payd pay: %w", err)
+	}
+	if uri.Value == nil || uri.Value.IsZero() {
+		return payment{}, errors.New("payd pay: the payment URI has no value to pay")
+	}
+	return payment{chainID: uri.ChainID, to: uri.Address, value: uri.Value.ToBig()}, nil
+}
+
+// erc20Transfer is the call data of transfer(to, amount).
+func erc20Transfer(to common.Address, amount *big.Int) []byte {
+	data := crypto.Keccak256([]byte("transfer(address,uint256)"))[:4]
+	data = append(data, common.LeftPadBytes(to[:], 32)...)
+	return append(data, common.LeftPadBytes(amount.Bytes(), 32)...)
 }
 
 // payerKey reads a hex private key from file, or returns dev account 0.

@@ -74,6 +74,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		proxyBurst:     env.proxyBurst,
 		blockPrivateWH: !env.allowPrivateWebhooks,
 		reads:          reads,
+		tokens:         env.tokens,
 		log:            log,
 	})
 	if err != nil {
@@ -101,6 +102,8 @@ type serveEnv struct {
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
+	// tokens are the accepted ERC-20 tokens (PAY_TOKENS or PAY_TOKENS_FILE).
+	tokens []tokenConfig
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -150,6 +153,11 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	parse("RPC_PROXY_RATE", func(v string) (err error) { e.proxyRate, err = strconv.ParseFloat(v, 64); return })
 	parse("RPC_PROXY_BURST", func(v string) (err error) { e.proxyBurst, err = strconv.Atoi(v); return })
 	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
+	toks, err := readTokens(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	e.tokens = toks
 	return e, errors.Join(errs...)
 }
 

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, webhookTests()...)
 	tests = append(tests, sweepTests()...)
 	tests = append(tests, tokenTests()...)
+	tests = append(tests, tokenSweepTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
