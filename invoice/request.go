@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -41,6 +42,8 @@ const (
 	codeBodyTooLarge     = "body_too_large"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal"
+	codeUnsupportedMedia = httpapi.CodeUnsupportedMediaType
+	codeInvalidQuery     = httpapi.CodeInvalidQuery
 )
 
 // problemCodes lists every code above (the OpenAPI document's enum must
@@ -48,7 +51,8 @@ const (
 var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateField, codeMissingField,
 	codeInvalidField, codeInvalidAmount, codeInvalidAddress, codeUnknownParameter, codeInvalidParameter,
 	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
-	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal}
+	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
+	codeUnsupportedMedia, codeInvalidQuery}
 
 // Field limits of an invoice.
 const (

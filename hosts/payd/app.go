@@ -24,6 +24,7 @@ import (
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -81,12 +82,15 @@ func (rs roleSet) String() string {
 
 // appConfig is everything a process needs to assemble its parts.
 type appConfig struct {
-	roles     roleSet
-	httpAddr  string // invoice, read, admin APIs, /metrics, /healthz, /readyz
-	proxyAddr string // the RPC proxy (gateway role)
-	rpcURL    string // the chain node
-	chainID   uint64 // expected chain id; 0: whatever the node says
-	backfill  bool
+	roles    roleSet
+	httpAddr string // invoice, read, admin APIs, /healthz, /readyz, /v1/openapi.json
+	// metricsAddr is the operator listener of /metrics; "" serves no
+	// metrics.
+	metricsAddr string
+	proxyAddr   string // the RPC proxy (gateway role)
+	rpcURL      string // the chain node
+	chainID     uint64 // expected chain id; 0: whatever the node says
+	backfill    bool
 
 	keys KeyProvider
 	// xpub, when set, gives the api role its deposit addresses without the
@@ -119,11 +123,12 @@ type app struct {
 	invoices   *invoice.Service
 	sweeper    *sweep.Sweeper
 
-	mux     *http.ServeMux
-	proxy   *rpcproxy.Proxy
-	workers []worker
+	mux        *httpapi.Mux // the HTTP API listener's routes
+	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
+	proxy      *rpcproxy.Proxy
+	workers    []worker
 
-	httpLn, proxyLn net.Listener
+	httpLn, proxyLn, metricsLn net.Listener
 }
 
 type worker struct {
@@ -135,7 +140,7 @@ type worker struct {
 // the listeners, so that a configuration mistake surfaces before anything
 // runs.
 func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
-	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: httpapi.NewMux(), metricsMux: httpapi.NewMux()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -185,6 +190,11 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
 		}
 	}
+	if cfg.metricsAddr != "" {
+		if a.metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics %s: %w (choose another address, or --metrics '' to serve no metrics)", cfg.metricsAddr, err)
+		}
+	}
 	ok = true
 	return a, nil
 }
@@ -215,8 +225,13 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	doc, err := openAPIDocument()
+	if err != nil {
+		return err
+	}
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		AdminToken: a.adminToken,
+		OpenAPI:    doc,
 		Logger:     a.log.With("component", "invoice"),
 	})
 	if err != nil {
@@ -411,6 +426,10 @@ func (a *app) run(ctx context.Context) error {
 		servers = append(servers, newServer(a.proxy, a.log))
 		listeners = append(listeners, a.proxyLn)
 	}
+	if a.metricsLn != nil {
+		servers = append(servers, newServer(a.metricsMux, a.log))
+		listeners = append(listeners, a.metricsLn)
+	}
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
@@ -460,6 +479,9 @@ func (a *app) close() {
 	if a.proxyLn != nil {
 		a.proxyLn.Close()
 	}
+	if a.metricsLn != nil {
+		a.metricsLn.Close()
+	}
 	if a.proxy != nil {
 		a.proxy.CloseIdleConnections()
 	}
@@ -470,6 +492,14 @@ func (a *app) close() {
 
 // httpURL is the address the HTTP APIs listen on, as a URL.
 func (a *app) httpURL() string { return "http://" + a.httpLn.Addr().String() }
+
+// metricsURL is the operator listener's URL, or "" when metrics are off.
+func (a *app) metricsURL() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return "http://" + a.metricsLn.Addr().String()
+}
 
 // proxyURL is the RPC proxy's URL, or "" without the gateway role.
 func (a *app) proxyURL() string {
