@@ -82,15 +82,16 @@ func (rs roleSet) String() string {
 
 // appConfig is everything a process needs to assemble its parts.
 type appConfig struct {
-	roles    roleSet
-	httpAddr string // invoice, read, admin APIs, /healthz, /readyz, /v1/openapi.json
+	roles     roleSet
+	httpAddr  string // invoice, read, admin APIs, /healthz, /readyz, /v1/openapi.json
+	proxyAddr string // the RPC proxy (gateway role)
+	rpcURL    string // the chain node
+	chainID   uint64 // expected chain id; 0: whatever the node says
+	backfill  bool
+
 	// metricsAddr is the operator listener of /metrics; "" serves no
 	// metrics.
 	metricsAddr string
-	proxyAddr   string // the RPC proxy (gateway role)
-	rpcURL      string // the chain node
-	chainID     uint64 // expected chain id; 0: whatever the node says
-	backfill    bool
 
 	keys KeyProvider
 	// xpub, when set, gives the api role its deposit addresses without the
