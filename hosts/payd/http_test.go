@@ -109,15 +109,19 @@ func (e *edgeEnv) do(t *testing.T, method, path, body string, headers ...string)
 
 func requireEdgeProblem(t *testing.T, res edgeResult, status int, code string, msgAndArgs ...any) {
 	t.Helper()
-	require.Equal(t, status, res.status, append(msgAndArgs, string(res.body))...)
-	require.Equal(t, "application/problem+json", res.header.Get("Content-Type"), msgAndArgs...)
+	where := ""
+	if len(msgAndArgs) > 0 {
+		where = fmt.Sprintf(msgAndArgs[0].(string), msgAndArgs[1:]...)
+	}
+	require.Equal(t, status, res.status, "%s: %s", where, res.body)
+	require.Equal(t, "application/problem+json", res.header.Get("Content-Type"), where)
 	var p struct {
 		Code   string `json:"code"`
 		Status int    `json:"status"`
 	}
-	require.NoError(t, json.Unmarshal(res.body, &p), msgAndArgs...)
-	require.Equal(t, code, p.Code, msgAndArgs...)
-	require.Equal(t, status, p.Status, msgAndArgs...)
+	require.NoError(t, json.Unmarshal(res.body, &p), where)
+	require.Equal(t, code, p.Code, where)
+	require.Equal(t, status, p.Status, where)
 }
 
 // protectedRoute is one endpoint behind a bearer credential, called so that
