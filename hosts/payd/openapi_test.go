@@ -9,6 +9,7 @@ import (
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
 	"github.com/pb33f/libopenapi-validator/schema_validation"
 	"github.com/stretchr/testify/require"
 
@@ -67,7 +68,8 @@ func TestOpenAPI_DocumentsExactlyTheRegisteredRoutes(t *testing.T) {
 // TestOpenAPI_ValidatedByAnIndependentValidator validates the served
 // document, and each package's part, against the OpenAPI 3.1 schema with
 // pb33f's libopenapi-validator, then checks live responses of payd against
-// the document with the same library.
+// the document with the same library, strictly: an undocumented response
+// member fails, so a new field needs its schema entry.
 func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 	t.Parallel()
 	e := newEdgeEnv(t)
@@ -94,7 +96,9 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 	// Live answers conform to the document.
 	d, err := libopenapi.NewDocument(served)
 	require.NoError(t, err)
-	v, errs := validator.NewValidator(d)
+	// Strict: a member the document does not declare fails too, so a new
+	// response field must be documented.
+	v, errs := validator.NewValidator(d, config.WithStrictMode())
 	require.Empty(t, errs)
 	merchant, operator := "Bearer "+e.apiKey, "Bearer "+e.admin
 	for _, c := range []struct {
