@@ -62,6 +62,14 @@ func (c *simChain) send(nonce uint64, to *common.Address, wei store.Amount, tip 
 	c.t.Helper()
 	h, err := c.trySend(nonce, to, wei, tip)
 	require.NoError(c.t, err)
+	// The pool admits a transaction asynchronously after a block (its promotion
+	// from the queue runs in the background): wait until it is pending, so that the next
+	// commit mines it. A loaded machine otherwise splits a test's block.
+	from := crypto.PubkeyToAddress(c.key.PublicKey)
+	require.Eventually(c.t, func() bool {
+		next, err := c.client.PendingNonceAt(context.Background(), from)
+		return err == nil && next > nonce
+	}, 10*time.Second, 5*time.Millisecond, "transaction %s never pending", h)
 	return h
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/sweep"
 )
@@ -43,6 +44,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	var reads store.Store
+	if env.databaseReadURL != "" {
+		rs, err := postgres.Open(ctx, env.databaseReadURL, postgres.Config{})
+		if err != nil {
+			return fmt.Errorf("DATABASE_READ_URL: %w", err)
+		}
+		defer rs.Close()
+		reads = rs
+	}
 	if *migrate {
 		if err := st.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -65,6 +75,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		proxyRate:      env.proxyRate,
 		proxyBurst:     env.proxyBurst,
 		blockPrivateWH: !env.allowPrivateWebhooks,
+		reads:          reads,
 		log:            log,
 	})
 	if err != nil {
@@ -77,15 +88,18 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 
 // serveEnv is serve mode's environment.
 type serveEnv struct {
-	databaseURL   string
-	rpcURL        string
-	chainID       uint64
-	backfill      bool
-	confirmations int
-	sweepPolicy   sweep.Policy
-	archiveAfter  time.Duration
-	proxyRate     float64
-	proxyBurst    int
+	databaseURL string
+	// databaseReadURL, optional, is a read replica for replica-tolerant
+	// reads.
+	databaseReadURL string
+	rpcURL          string
+	chainID         uint64
+	backfill        bool
+	confirmations   int
+	sweepPolicy     sweep.Policy
+	archiveAfter    time.Duration
+	proxyRate       float64
+	proxyBurst      int
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
@@ -101,13 +115,14 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		}
 	}
 	e := serveEnv{
-		databaseURL:   getenv("DATABASE_URL"),
-		rpcURL:        getenv("RPC_URL"),
-		confirmations: 12,
-		sweepPolicy:   sweep.PolicySponsor,
-		archiveAfter:  365 * 24 * time.Hour,
-		proxyRate:     20,
-		proxyBurst:    40,
+		databaseURL:     getenv("DATABASE_URL"),
+		databaseReadURL: getenv("DATABASE_READ_URL"),
+		rpcURL:          getenv("RPC_URL"),
+		confirmations:   12,
+		sweepPolicy:     sweep.PolicySponsor,
+		archiveAfter:    365 * 24 * time.Hour,
+		proxyRate:       20,
+		proxyBurst:      40,
 	}
 	var errs []error
 	if e.databaseURL == "" {

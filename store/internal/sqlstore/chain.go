@@ -176,9 +176,13 @@ func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, befor
 	}
 	n = limit(n, 50, 1000)
 	// Two index range scans (to, from) merged, instead of an OR that
-	// defeats both indexes.
+	// defeats both indexes. The cursor is a row comparison, which both
+	// databases use as a bound of the (address, block_number, tx_index)
+	// index: the equivalent "block_number < ? OR (block_number = ? AND
+	// tx_index < ?)" is only a filter, so a deep page read every newer
+	// transaction of the address first (docs/scale.md).
 	const page = `SELECT ` + txColumns + ` FROM transactions WHERE %s = ?
-		AND (block_number < ? OR (block_number = ? AND tx_index < ?))
+		AND (block_number, tx_index) < (?, ?)
 		ORDER BY block_number DESC, tx_index DESC LIMIT ?`
 	q := `SELECT ` + txColumns + ` FROM (
 		SELECT * FROM (` + fmt.Sprintf(page, "to_address") + `) AS t_to
@@ -187,8 +191,8 @@ func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, befor
 	) AS t ORDER BY block_number DESC, tx_index DESC LIMIT ?`
 	var ts []store.Transaction
 	err := s.sel(ctx, &ts, q,
-		addr, beforeBlock, beforeBlock, beforeIndex, n,
-		addr, beforeBlock, beforeBlock, beforeIndex, n,
+		addr, beforeBlock, beforeIndex, n,
+		addr, beforeBlock, beforeIndex, n,
 		n)
 	return ts, err
 }
