@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -76,7 +77,8 @@ type ReadAPIConfig struct {
 //	                                                    first; paged like transactions
 //
 // Errors are RFC 9457 problem JSON with a stable code: 400 invalid_block_id,
-// invalid_hash, invalid_address, invalid_limit, invalid_cursor; 404
+// invalid_hash, invalid_address, invalid_limit, invalid_cursor,
+// invalid_query; 404
 // block_not_found, transaction_not_found, not_found; 405
 // method_not_allowed; 500 database_unavailable, index_stale,
 // internal_error. Any database failure answers 500: never a partial or
@@ -84,7 +86,7 @@ type ReadAPIConfig struct {
 type ReadAPI struct {
 	st  ReadStore
 	cfg ReadAPIConfig
-	mux *http.ServeMux
+	mux http.Handler
 }
 
 // NewReadAPI returns the read API over st.
@@ -110,39 +112,27 @@ func NewReadAPI(st ReadStore, cfg ReadAPIConfig) (*ReadAPI, error) {
 	case cfg.QueryTimeout < 0:
 		return nil, errors.New("indexer: QueryTimeout must not be negative")
 	}
-	a := &ReadAPI{st: st, cfg: cfg, mux: http.NewServeMux()}
-	a.Register(a.mux)
-	a.mux.HandleFunc("/", a.notFound)
+	mux := httpapi.NewMux()
+	a := &ReadAPI{st: st, cfg: cfg, mux: mux}
+	a.Register(mux)
 	return a, nil
 }
 
 // Register adds the API's routes (Go 1.22 patterns, GET only) to mux, for
-// hosts that serve several packages' handlers on one mux.
-func (a *ReadAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/blocks/latest", a.latestBlock)
-	mux.HandleFunc("GET /v1/blocks/{id}", a.block)
-	mux.HandleFunc("GET /v1/transactions/{hash}", a.transaction)
-	mux.HandleFunc("GET /v1/addresses/{address}/transactions", a.addressTransactions)
-	mux.HandleFunc("GET /v1/transactions/{hash}/token-transfers", a.transactionTokenTransfers)
-	mux.HandleFunc("GET /v1/addresses/{address}/token-transfers", a.addressTokenTransfers)
+// hosts that serve several packages' handlers on one mux. Wrap the mux in
+// httpapi.Problems (an httpapi.Mux is) for 404 and 405 problems.
+func (a *ReadAPI) Register(mux httpapi.Router) {
+	mux.Handle("GET /v1/blocks/latest", http.HandlerFunc(a.latestBlock))
+	mux.Handle("GET /v1/blocks/{id}", http.HandlerFunc(a.block))
+	mux.Handle("GET /v1/transactions/{hash}", http.HandlerFunc(a.transaction))
+	mux.Handle("GET /v1/addresses/{address}/transactions", http.HandlerFunc(a.addressTransactions))
+	mux.Handle("GET /v1/transactions/{hash}/token-transfers", http.HandlerFunc(a.transactionTokenTransfers))
+	mux.Handle("GET /v1/addresses/{address}/token-transfers", http.HandlerFunc(a.addressTokenTransfers))
 }
 
 // ServeHTTP serves the API's routes; anything else is a 404 (or 405)
 // problem.
 func (a *ReadAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
-
-func (a *ReadAPI) notFound(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		get := r.Clone(r.Context())
-		get.Method = http.MethodGet
-		if _, pattern := a.mux.Handler(get); pattern != "/" {
-			w.Header().Set("Allow", "GET, HEAD")
-			problem.Respond(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is served here")
-			return
-		}
-	}
-	problem.Respond(w, http.StatusNotFound, "not_found", "no such resource")
-}
 
 // Response bodies.
 
@@ -316,7 +306,11 @@ func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
 			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
 		return
 	}
-	q := r.URL.Query()
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
 	limit := a.cfg.PageSize
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -518,3 +518,17 @@ func (r *tcpRelay) start() {
 	require.NoError(r.t, err)
 	r.serve(ln)
 }
+
+func TestReadAPI_UnparsableQuery_400(t *testing.T) {
+	t.Parallel()
+	st := pgtest.New(t)
+	api, err := indexer.NewReadAPI(st, indexer.ReadAPIConfig{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	for _, q := range []string{"limit=1;x", "cursor=%zz"} {
+		status, p := get(t, srv.URL, "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/transactions?"+q, nil)
+		require.Equal(t, http.StatusBadRequest, status, q)
+		require.Equal(t, "invalid_query", p.Code, q)
+	}
+}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 )
 
 // ErrUnauthorized is returned for a missing, malformed, wrong, rotated or
@@ -95,7 +95,7 @@ func NewAuthenticator(st MerchantReader, creds *Credentials, cfg AuthConfig) (*A
 // token. ErrUnauthorized for a missing, wrong, rotated or disabled key;
 // other errors (the database is down) are not about the caller.
 func (a *Authenticator) Authenticate(r *http.Request) (store.Merchant, error) {
-	key, ok := bearer(r)
+	key, ok := httpapi.BearerToken(r)
 	if !ok {
 		return store.Merchant{}, ErrUnauthorized
 	}
@@ -183,15 +183,4 @@ func (a *Authenticator) forget(digest []byte) {
 	a.mu.Lock()
 	delete(a.verified, [32]byte(digest))
 	a.mu.Unlock()
-}
-
-// bearer returns the token of an `Authorization: Bearer <token>` header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return "", false
-	}
-	tok := strings.TrimSpace(h[len(scheme):])
-	return tok, tok != ""
 }

@@ -373,6 +373,7 @@ func TestCreateInvoice_BodyTooLarge_413(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+m.APIKey)
 	req.Header.Set("Idempotency-Key", "k2")
+	req.Header.Set("Content-Type", "application/json")
 	requireProblem(t, send(t, req), 413, "body_too_large", "")
 	require.Empty(t, invoicesOf(t, e.st, m.ID))
 }

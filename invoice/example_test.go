@@ -51,6 +51,7 @@ func Example() {
 		strings.NewReader(`{"amount_wei":"1500000000000000000","order_id":"order-42"}`))
 	req.Header.Set("Authorization", "Bearer "+merchant.APIKey)
 	req.Header.Set("Idempotency-Key", "order-42")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		panic(err)

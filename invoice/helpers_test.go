@@ -19,6 +19,7 @@ import (
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
@@ -117,7 +118,7 @@ func newEnvOn(t *testing.T, st store.Store, opts ...func(*invoice.Config)) *env 
 	}
 	svc, err := invoice.New(st, creds, testDeriver(t), chainID, cfg)
 	require.NoError(t, err)
-	mux := http.NewServeMux()
+	mux := httpapi.NewMux()
 	svc.Routes(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -1,9 +1,8 @@
 package invoice
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -37,45 +37,29 @@ var routes = []route{
 	{"POST", "/v1/merchant/api-key/rotate", (*Service).handleRotateAPIKey},
 	{"POST", "/v1/merchant/webhook-secret/rotate", (*Service).handleRotateWebhookSecret},
 	{"POST", "/v1/admin/merchants", (*Service).handleAdminCreateMerchant},
+	{"GET", "/v1/admin/merchants/{id}", (*Service).handleAdminGetMerchant},
 	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", (*Service).handleAdminRotateAPIKey},
 	{"GET", "/v1/public/invoice", (*Service).handlePublicInvoice},
 	{"GET", "/v1/openapi.json", (*Service).handleOpenAPI},
 }
 
-// Routes registers every endpoint of the invoice API on mux, with Go 1.22
-// method and path patterns ("POST /v1/invoices"). For each path it also
-// registers the bare path, which answers other methods with a 405 problem.
-// It panics, like ServeMux.Handle, when a pattern conflicts with one
-// already registered.
-func (s *Service) Routes(mux *http.ServeMux) {
-	allowed := map[string][]string{}
-	var paths []string
+// Routes registers every endpoint of the invoice API on mux (an
+// *http.ServeMux or an httpapi.Mux), with Go 1.22 method and path patterns
+// ("POST /v1/invoices"). Wrap the mux in httpapi.Problems (an httpapi.Mux
+// is) so that unknown paths and wrong methods are answered as problems too
+// (404, 405 with Allow), like every other evmpay API. It panics, like
+// ServeMux.Handle, when a pattern conflicts with one already registered.
+func (s *Service) Routes(mux httpapi.Router) {
 	for _, rt := range routes {
 		h := rt.handler
-		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
-		if _, seen := allowed[rt.path]; !seen {
-			paths = append(paths, rt.path)
-		}
-		allowed[rt.path] = append(allowed[rt.path], rt.method)
-	}
-	for _, p := range paths {
-		methods := allowed[p]
-		if slices.Contains(methods, "GET") {
-			methods = append(methods, "HEAD")
-		}
-		allow := strings.Join(methods, ", ")
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
-			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed,
-				r.Method+" is not allowed here; allowed: "+allow))
-		})
+		mux.Handle(rt.method+" "+rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) }))
 	}
 }
 
-// Handler returns a ServeMux serving only the invoice API (Routes on a new
-// mux).
+// Handler returns a mux serving only the invoice API (Routes on a new
+// httpapi.Mux).
 func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := httpapi.NewMux()
 	s.Routes(mux)
 	return mux
 }
@@ -86,7 +70,7 @@ func (s *Service) PublicHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, "use GET"))
+			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 			return
 		}
 		s.handlePublicInvoice(w, r)
@@ -194,6 +178,9 @@ func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, perr)
 		return
 	}
+	if !httpapi.CheckJSON(w, r) {
+		return
+	}
 	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
 	if perr != nil {
 		problem.Write(w, perr)
@@ -255,8 +242,13 @@ func (s *Service) handleQRPNG(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
 	size := s.cfg.QRSize
-	for name, vals := range r.URL.Query() {
+	for name, vals := range q {
 		if name != "size" {
 			problem.Write(w, problem.Field(codeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
 			return
@@ -282,8 +274,8 @@ func (s *Service) handleQRSVG(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(r.URL.Query()) > 0 {
-		problem.Write(w, problem.New(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters"))
+	if q, perr := httpapi.Query(r); perr != nil || len(q) > 0 {
+		problem.Write(w, cmp.Or(perr, problem.New(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters")))
 		return
 	}
 	svg, err := QRSVG(inv.PaymentURI)
@@ -409,7 +401,12 @@ func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, perr := parseListQuery(r.URL.Query(), m.ID)
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	f, perr := parseListQuery(q, m.ID)
 	if perr != nil {
 		problem.Write(w, perr)
 		return
@@ -519,6 +516,9 @@ func parseMerchantBody(body []byte) (MerchantUpdate, *problem.Problem) {
 // readMerchantBody reads and parses a merchant create/update body,
 // answering the problem itself when it is bad.
 func (s *Service) readMerchantBody(w http.ResponseWriter, r *http.Request) (MerchantUpdate, bool) {
+	if !httpapi.CheckJSON(w, r) {
+		return MerchantUpdate{}, false
+	}
 	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
 	if perr == nil {
 		var u MerchantUpdate
@@ -590,12 +590,8 @@ func (s *Service) handleRotateWebhookSecret(w http.ResponseWriter, r *http.Reque
 // operator checks the admin bearer token in constant time. With no
 // AdminToken configured the admin API refuses everyone.
 func (s *Service) operator(w http.ResponseWriter, r *http.Request) bool {
-	tok, ok := bearer(r)
-	if ok && s.cfg.AdminToken != "" {
-		got, want := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(s.cfg.AdminToken))
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-			return true
-		}
+	if httpapi.OperatorAuthorized(r, s.cfg.AdminToken) {
+		return true
 	}
 	problem.Write(w, errUnauthorized)
 	return false
@@ -635,6 +631,25 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 		WebhookSecret: created.WebhookSecret})
 }
 
+// handleAdminGetMerchant is the merchant an operator created (the Location
+// of POST /v1/admin/merchants), without credentials.
+func (s *Service) handleAdminGetMerchant(w http.ResponseWriter, r *http.Request) {
+	if !s.operator(w, r) {
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		problem.Write(w, errNotFound)
+		return
+	}
+	m, err := s.st.GetMerchant(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, merchantView{Merchant: m})
+}
+
 func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request) {
 	if !s.operator(w, r) {
 		return
@@ -661,7 +676,7 @@ type publicInvoice struct {
 }
 
 func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
-	tok, ok := bearer(r)
+	tok, ok := httpapi.BearerToken(r)
 	if !ok || !wellFormedLookupToken(tok) {
 		problem.Write(w, errUnauthorized)
 		return

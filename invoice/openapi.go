@@ -16,14 +16,18 @@ var openAPISource []byte
 // served at /v1/openapi.json), without a servers list.
 func OpenAPI() []byte { return append([]byte(nil), openAPISource...) }
 
-// openAPIDocument returns the document served at /v1/openapi.json: the
-// embedded one, with a servers entry when the base URL is known.
-func openAPIDocument(baseURL string) ([]byte, error) {
+// openAPIDocument returns the document served at /v1/openapi.json: src
+// (the embedded one when nil), with a servers entry when the base URL is
+// known.
+func openAPIDocument(src []byte, baseURL string) ([]byte, error) {
+	if src == nil {
+		src = openAPISource
+	}
 	if baseURL == "" {
-		return openAPISource, nil
+		return src, nil
 	}
 	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(openAPISource, &doc); err != nil {
+	if err := json.Unmarshal(src, &doc); err != nil {
 		return nil, fmt.Errorf("invoice: openapi.json: %w", err)
 	}
 	servers, err := json.Marshal([]map[string]string{{"url": baseURL}})

@@ -229,10 +229,10 @@ func TestRoutes_WrongMethod_405Problem(t *testing.T) {
 	e := newEnv(t)
 	res := e.do("DELETE", "/v1/invoices", "", "")
 	requireProblem(t, res, 405, "method_not_allowed", "")
-	require.Equal(t, "POST, GET, HEAD", res.Header.Get("Allow"))
+	require.Equal(t, "GET, HEAD, POST", res.Header.Get("Allow"))
 	res = e.do("PUT", "/v1/merchant", "", "")
 	requireProblem(t, res, 405, "method_not_allowed", "")
-	require.Equal(t, "GET, PATCH, HEAD", res.Header.Get("Allow"))
+	require.Equal(t, "GET, HEAD, PATCH", res.Header.Get("Allow"))
 }
 
 func TestRoutes_ShareAMuxWithOtherPackages(t *testing.T) {

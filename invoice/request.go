@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -41,6 +42,8 @@ const (
 	codeBodyTooLarge     = "body_too_large"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal"
+	codeUnsupportedMedia = httpapi.CodeUnsupportedMediaType
+	codeInvalidQuery     = httpapi.CodeInvalidQuery
 )
 
 // problemCodes lists every code above (the OpenAPI document's enum must
@@ -50,7 +53,7 @@ var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateFiel
 	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
 	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
 	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable,
-	codeUnknownAsset}
+	codeUnknownAsset, codeUnsupportedMedia, codeInvalidQuery}
 
 // Field limits of an invoice.
 const (

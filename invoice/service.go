@@ -81,6 +81,10 @@ type Config struct {
 	// QRSize is the default side of QR PNGs in pixels (?size= overrides it
 	// within 64…1024). Defaults to 256.
 	QRSize int
+	// OpenAPI is the OpenAPI document served at /v1/openapi.json, for a
+	// host that serves more than this package and merges its own parts in
+	// (payd does). Defaults to this package's document (OpenAPI()).
+	OpenAPI []byte
 	// Auth tunes the api_key Authenticator.
 	Auth AuthConfig
 	// Merchants are the checks a merchant's webhook_url and
@@ -199,7 +203,7 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if err != nil {
 		return nil, err
 	}
-	doc, err := openAPIDocument(cfg.BaseURL)
+	doc, err := openAPIDocument(cfg.OpenAPI, cfg.BaseURL)
 	if err != nil {
 		return nil, err
 	}

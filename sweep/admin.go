@@ -2,8 +2,6 @@ package sweep
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -139,48 +138,53 @@ func (a *Admin) requeue(ctx context.Context, ids []int64, res *RetryResult) erro
 	return nil
 }
 
-// Handler serves the operator endpoints under /v1/admin/sweeps/:
+// Handler serves the operator endpoints alone:
 //
 //	POST /v1/admin/sweeps/retry   body {"invoice_ids":[…]} or empty for every FAILED sweep
 //
 // It answers 200 with a RetryResult. Requests carry the operator token
-// (Config.OperatorToken) as "Authorization: Bearer <token>". Errors are
-// RFC 9457 problem documents with a stable code: unauthorized (401),
-// admin_disabled (503, no token configured), invalid_request (400),
+// (Config.OperatorToken) as "Authorization: Bearer <token>" (parsed by
+// httpapi.BearerToken, like every evmpay endpoint). Errors are RFC 9457
+// problem documents with a stable code: unauthorized (401), admin_disabled
+// (503, no token configured), invalid_request (400),
+// unsupported_media_type (415, a body that is not application/json),
 // method_not_allowed (405), not_found (404), internal (500). Mount it on a
-// host's mux:
+// host's mux, or Register its route there:
 //
 //	mux.Handle("/v1/admin/sweeps/", admin.Handler())
 func (a *Admin) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+RetryPath, a.serveRetry)
-	mux.HandleFunc(RetryPath, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", http.MethodPost)
-		problem.Respond(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem.Respond(w, http.StatusNotFound, "not_found", "no such admin endpoint")
-	})
-	want := sha256.Sum256([]byte(a.cfg.OperatorToken))
+	mux := httpapi.NewMux()
+	a.Register(mux)
+	return mux
+}
+
+// Register adds the operator endpoint (a Go 1.22 pattern) to mux, for a
+// host that serves several packages on one mux.
+func (a *Admin) Register(mux httpapi.Router) {
+	mux.Handle("POST "+RetryPath, a.operator(http.HandlerFunc(a.serveRetry)))
+}
+
+// operator lets through requests that carry the operator token.
+func (a *Admin) operator(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.OperatorToken == "" {
 			problem.Respond(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="evmpay-admin"`)
+		if !httpapi.OperatorAuthorized(r, a.cfg.OperatorToken) {
 			problem.Respond(w, http.StatusUnauthorized, "unauthorized", "a valid operator token is required")
 			return
 		}
-		mux.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 
 func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		InvoiceIDs *[]int64 `json:"invoice_ids"`
+	}
+	if !httpapi.CheckJSON(w, r) {
+		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
 	if err != nil {

@@ -139,3 +139,40 @@ func TestNewAdmin_RetriesWithoutKeysOrNode(t *testing.T) {
 	require.Len(t, res.Requeued, 2)
 	require.True(t, e.all(ids(invs), store.SweepQueued)())
 }
+
+func TestAdminHandler_BearerSchemeAnyCase_Accepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, onSQLite())
+	h := e.sweeper(Config{OperatorToken: operatorToken}).AdminHandler()
+	for _, auth := range []string{"bearer " + operatorToken, "BEARER " + operatorToken, "Bearer  " + operatorToken} {
+		req := httptest.NewRequest(http.MethodPost, RetryPath, nil)
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, "%q: %s", auth, rec.Body)
+	}
+	req := httptest.NewRequest(http.MethodPost, RetryPath, nil)
+	req.Header.Add("Authorization", "Bearer "+operatorToken)
+	req.Header.Add("Authorization", "Bearer "+operatorToken)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusUnauthorized, rec.Code, "two Authorization headers are ambiguous")
+}
+
+func TestAdminHandler_NonJSONContentType_415(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, onSQLite())
+	h := e.sweeper(Config{OperatorToken: operatorToken}).AdminHandler()
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", ""} {
+		req := httptest.NewRequest(http.MethodPost, RetryPath, strings.NewReader(`{"invoice_ids":[1]}`))
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusUnsupportedMediaType, rec.Code, "%q: %s", ct, rec.Body)
+		require.Contains(t, rec.Body.String(), `"code":"unsupported_media_type"`)
+		require.Equal(t, "application/json", rec.Header().Get("Accept-Post"))
+	}
+}

@@ -20,6 +20,9 @@ const operatorToken = "op_9f8e7d6c5b4a"
 func retryRequest(t *testing.T, h http.Handler, token, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, RetryPath, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

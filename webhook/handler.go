@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -55,7 +56,7 @@ type Handler struct {
 	st   HandlerStore
 	auth Authenticator
 	cfg  HandlerConfig
-	mux  *http.ServeMux
+	mux  http.Handler
 }
 
 // Paging of the list.
@@ -77,21 +78,24 @@ func NewHandler(st HandlerStore, auth Authenticator, cfg HandlerConfig) (*Handle
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{st: st, auth: auth, cfg: cfg, mux: http.NewServeMux()}
-	h.Register(h.mux)
+	mux := httpapi.NewMux()
+	h := &Handler{st: st, auth: auth, cfg: cfg, mux: mux}
+	h.Register(mux)
 	return h, nil
 }
 
 // Register mounts the API's routes on mux (Go 1.22 patterns, so they sit
-// beside the host's other routes).
-func (h *Handler) Register(mux *http.ServeMux) {
+// beside the host's other routes). Wrap the mux in httpapi.Problems (an
+// httpapi.Mux is) for 404 and 405 problems.
+func (h *Handler) Register(mux httpapi.Router) {
 	mux.Handle("GET /v1/webhook-deliveries", h.authed(h.list))
 	mux.Handle("GET /v1/webhook-deliveries/{id}", h.authed(h.get))
 	mux.Handle("POST /v1/webhook-deliveries/{id}/replay", h.authed(h.replay))
 	mux.Handle("POST /v1/webhook-deliveries/replay", h.authed(h.replayAll))
 }
 
-// ServeHTTP serves the API's routes alone.
+// ServeHTTP serves the API's routes alone; anything else is a 404 or 405
+// problem.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem
@@ -194,7 +198,11 @@ func decodeCursor(c string) (int64, bool) {
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	f := store.DeliveryFilter{MerchantID: m.ID, Limit: defaultPageSize}
-	for name, vals := range r.URL.Query() {
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		return perr
+	}
+	for name, vals := range q {
 		if len(vals) != 1 {
 			return problem.Field(codeInvalidParameter, name, "give the parameter once")
 		}
@@ -288,6 +296,9 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchan
 }
 
 func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
+	if !httpapi.CheckJSON(w, r) {
+		return nil
+	}
 	if r.ContentLength > maxReplayBody {
 		return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
 	}

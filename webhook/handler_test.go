@@ -52,6 +52,9 @@ func (a *api) do(method, path, token, body string, out any) (int, http.Header) {
 	a.t.Helper()
 	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	require.NoError(a.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

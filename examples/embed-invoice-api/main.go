@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "api_key %s\n", m.APIKey)
-	fmt.Fprintf(stdout, "try: curl -s -X POST http://%s/v1/invoices -H 'Authorization: Bearer %s' -H 'Idempotency-Key: k1' -d '{\"amount_wei\":\"1000\"}'\n",
+	fmt.Fprintf(stdout, "try: curl -s -X POST http://%s/v1/invoices -H 'Authorization: Bearer %s' -H 'Idempotency-Key: k1' -H 'Content-Type: application/json' -d '{\"amount_wei\":\"1000\"}'\n",
 		ln.Addr(), m.APIKey)
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

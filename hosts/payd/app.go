@@ -25,6 +25,7 @@ import (
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -83,11 +84,15 @@ func (rs roleSet) String() string {
 // appConfig is everything a process needs to assemble its parts.
 type appConfig struct {
 	roles     roleSet
-	httpAddr  string // invoice, read, admin APIs, /metrics, /healthz, /readyz
+	httpAddr  string // invoice, read, admin APIs, /healthz, /readyz, /v1/openapi.json
 	proxyAddr string // the RPC proxy (gateway role)
 	rpcURL    string // the chain node
 	chainID   uint64 // expected chain id; 0: whatever the node says
 	backfill  bool
+
+	// metricsAddr is the operator listener of /metrics; "" serves no
+	// metrics.
+	metricsAddr string
 
 	keys KeyProvider
 	// xpub, when set, gives the api role its deposit addresses without the
@@ -136,11 +141,12 @@ type app struct {
 	invoices   *invoice.Service
 	sweeper    *sweep.Sweeper
 
-	mux     *http.ServeMux
-	proxy   *rpcproxy.Proxy
-	workers []worker
+	mux        *httpapi.Mux // the HTTP API listener's routes
+	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
+	proxy      *rpcproxy.Proxy
+	workers    []worker
 
-	httpLn, proxyLn net.Listener
+	httpLn, proxyLn, metricsLn net.Listener
 }
 
 type worker struct {
@@ -152,7 +158,7 @@ type worker struct {
 // the listeners, so that a configuration mistake surfaces before anything
 // runs.
 func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
-	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: httpapi.NewMux(), metricsMux: httpapi.NewMux()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -206,6 +212,11 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	if a.proxy != nil {
 		if a.proxyLn, err = net.Listen("tcp", cfg.proxyAddr); err != nil {
 			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
+		}
+	}
+	if cfg.metricsAddr != "" {
+		if a.metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics %s: %w (choose another address, or --metrics '' to serve no metrics)", cfg.metricsAddr, err)
 		}
 	}
 	ok = true
@@ -269,6 +280,10 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	doc, err := openAPIDocument()
+	if err != nil {
+		return err
+	}
 	rules, err := merchantRules(ctx, a.cfg.keys, a.cfg.xpub == "", a.cfg.blockPrivateWH, a.eth, a.log.With("component", "invoice"))
 	if err != nil {
 		return err
@@ -276,6 +291,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		Assets:     a.assets,
 		AdminToken: a.adminToken,
+		OpenAPI:    doc,
 		Merchants:  rules,
 		Logger:     a.log.With("component", "invoice"),
 	})
@@ -488,6 +504,10 @@ func (a *app) run(ctx context.Context) error {
 		servers = append(servers, newServer(a.proxy, a.log))
 		listeners = append(listeners, a.proxyLn)
 	}
+	if a.metricsLn != nil {
+		servers = append(servers, newServer(a.metricsMux, a.log))
+		listeners = append(listeners, a.metricsLn)
+	}
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
@@ -537,6 +557,9 @@ func (a *app) close() {
 	if a.proxyLn != nil {
 		a.proxyLn.Close()
 	}
+	if a.metricsLn != nil {
+		a.metricsLn.Close()
+	}
 	if a.proxy != nil {
 		a.proxy.CloseIdleConnections()
 	}
@@ -547,6 +570,14 @@ func (a *app) close() {
 
 // httpURL is the address the HTTP APIs listen on, as a URL.
 func (a *app) httpURL() string { return "http://" + a.httpLn.Addr().String() }
+
+// metricsURL is the operator listener's URL, or "" when metrics are off.
+func (a *app) metricsURL() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return "http://" + a.metricsLn.Addr().String()
+}
 
 // proxyURL is the RPC proxy's URL, or "" without the gateway role.
 func (a *app) proxyURL() string {

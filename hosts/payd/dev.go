@@ -28,6 +28,7 @@ const demoSettlementIndex = 100
 func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("dev")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the invoice, read and admin APIs")
+	metricsAddr := fs.String("metrics", "127.0.0.1:9464", "listen address of the operator listener serving /metrics ('' serves no metrics); keep it off the public network")
 	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy")
 	chainAddr := fs.String("chain-rpc", "127.0.0.1:8545", "listen address of the dev chain's JSON-RPC")
 	dataDir := fs.String("data", ".payd", "directory for the SQLite file and generated development secrets")
@@ -93,6 +94,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	a, err := newApp(ctx, st, appConfig{
 		roles:         roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true},
 		httpAddr:      *httpAddr,
+		metricsAddr:   *metricsAddr,
 		proxyAddr:     *proxyAddr,
 		rpcURL:        chain.url,
 		keys:          keys,
@@ -143,7 +145,11 @@ func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMe
 		usdc.Symbol, usdc.Address.Hex(), usdc.Decimals)
 	fmt.Fprintf(&b, "  API           %s   (OpenAPI: %s/v1/openapi.json)\n", api, api)
 	fmt.Fprintf(&b, "  RPC proxy     %s\n", a.proxyURL())
-	fmt.Fprintf(&b, "  metrics       %s/metrics\n\n", api)
+	if m := a.metricsURL(); m != "" {
+		fmt.Fprintf(&b, "  metrics       %s/metrics   (operator listener, --metrics)\n\n", m)
+	} else {
+		fmt.Fprintf(&b, "  metrics       off (--metrics '')\n\n")
+	}
 	fmt.Fprintf(&b, "  demo merchant id %d, settlement address %s\n", demo.Merchant.ID, demo.Merchant.SettlementAddress.Hex())
 	fmt.Fprintf(&b, "    api_key         %s\n", demo.APIKey)
 	fmt.Fprintf(&b, "    webhook_secret  %s\n\n", demo.WebhookSecret)

@@ -224,12 +224,12 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	recv := newReceiver(t)
-	httpAddr, proxyAddr, chainAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	httpAddr, proxyAddr, chainAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	var out syncBuffer
 	dataDir := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
+		done <- run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr, "--metrics", metricsAddr,
 			"--data", dataDir, "--webhook-url", recv.srv.URL + "/hooks"}, &out)
 	}()
 	waitHTTP(t, "http://"+httpAddr+"/healthz", 60*time.Second)
@@ -251,8 +251,11 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":"0x539"}`, string(body))
 
-	// Operations: the metrics the issue names, and the operator status.
-	metrics := httpGet(t, "http://"+httpAddr+"/metrics", "")
+	// Operations: the metrics the issue names, on the operator listener
+	// (never the API's), and the operator status.
+	require.Contains(t, httpGet(t, "http://"+httpAddr+"/metrics", ""), `"code":"not_found"`)
+	require.Contains(t, out.String(), "http://"+metricsAddr+"/metrics", "the banner names the metrics listener")
+	metrics := httpGet(t, "http://"+metricsAddr+"/metrics", "")
 	for _, name := range []string{
 		"evmpay_indexer_head_block", "evmpay_indexer_lag_blocks", "evmpay_settlement_lag_blocks",
 		`evmpay_invoices{status="SETTLED"} 1`, "evmpay_webhook_attempts_total",

@@ -109,6 +109,7 @@ func (r *swapRig) newApp(roles ...string) (*app, error) {
 		roles:           rs,
 		httpAddr:        "127.0.0.1:0",
 		proxyAddr:       "127.0.0.1:0",
+		metricsAddr:     "127.0.0.1:0",
 		rpcURL:          r.proxy.URL,
 		chainID:         devChainID,
 		keys:            keys,
@@ -229,14 +230,14 @@ func TestServe_ChainSwappedDeep_NotReadyThenEveryRoleRefuses(t *testing.T) {
 	require.Contains(t, body, `"problem":"node_behind"`)
 	require.Contains(t, body, `"behind_blocks":90`)
 	require.Eventually(t, func() bool {
-		_, metrics := getBody(t, r.apps["gateway"].httpURL()+"/metrics", "")
+		_, metrics := getBody(t, r.apps["gateway"].metricsURL()+"/metrics", "")
 		return strings.Contains(metrics, "\nevmpay_indexer_node_behind_blocks 90\n") &&
 			strings.Contains(metrics, "\nevmpay_indexer_lag_blocks 0\n")
 	}, 30*time.Second, 20*time.Millisecond, "the gateway exports how far behind the node is (lag cannot show it)")
 	require.Contains(t, r.logs.String(), "far behind the indexed chain")
 	// Sweep asks the same checker before it sends anything: it refuses.
 	require.Eventually(t, func() bool {
-		_, metrics := getBody(t, r.apps["workers"].httpURL()+"/metrics", "")
+		_, metrics := getBody(t, r.apps["workers"].metricsURL()+"/metrics", "")
 		return strings.Contains(metrics, "\nevmpay_sweep_chain_guard_failed 1\n")
 	}, 30*time.Second, 20*time.Millisecond, "the sweep's chain guard refuses a node far behind")
 

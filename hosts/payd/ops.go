@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +13,7 @@ import (
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
@@ -34,15 +33,17 @@ func (a *app) readStore() store.Store {
 	return a.st
 }
 
-// buildOps adds what every process serves — health, readiness, metrics —
-// and what the roles share: the read API (api, gateway), the operator status
-// and the sweep retry endpoint (api, sweep).
+// buildOps adds what every process serves — health and readiness on the
+// HTTP listener, metrics on the operator listener (never on the API
+// listener: they tell invoice counts and wallet balances) — and what the
+// roles share: the read API (api, gateway), the operator status and the
+// sweep retry endpoint (api, sweep).
 func (a *app) buildOps() error {
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	a.mux.HandleFunc("GET /readyz", a.serveReady)
-	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	a.metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	if a.cfg.roles[roleAPI] || a.cfg.roles[roleGateway] {
 		ra, err := indexer.NewReadAPI(a.readStore(), indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
 		if err != nil {
@@ -57,15 +58,11 @@ func (a *app) buildOps() error {
 		a.mux.HandleFunc("GET /v1/admin/status", a.serveStatus)
 		// The sweep retry endpoint needs only the database: API replicas
 		// serve it too, without holding a key.
-		if a.sweeper != nil {
-			a.mux.Handle("/v1/admin/sweeps/", a.sweeper.AdminHandler())
-		} else {
-			admin, err := sweep.NewAdmin(a.st, sweep.Config{OperatorToken: a.adminToken, Logger: a.log.With("component", "sweep")})
-			if err != nil {
-				return err
-			}
-			a.mux.Handle("/v1/admin/sweeps/", admin.Handler())
+		admin, err := sweep.NewAdmin(a.st, sweep.Config{OperatorToken: a.adminToken, Logger: a.log.With("component", "sweep")})
+		if err != nil {
+			return err
 		}
+		admin.Register(a.mux)
 	}
 	return nil
 }
@@ -149,8 +146,7 @@ func chainProblem(err error) string {
 }
 
 func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) != 1 {
+	if !httpapi.OperatorAuthorized(r, a.adminToken) {
 		problem.Respond(w, http.StatusUnauthorized, "unauthorized", "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -70,7 +71,7 @@ func TestAdminStatus_DeliveryRefusedAtFirstAttempt_CountedByReasonAndUnhealthy(t
 	failDelivery(t, st, m.ID, 1, &gone)                 // 410 at attempt 1: the endpoint is broken
 	failDelivery(t, st, m.ID, webhook.MaxAttempts, nil) // timeouts all the way
 
-	a := &app{st: st, adminToken: "op-token", reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	a := &app{st: st, adminToken: "op-token", reg: prometheus.NewRegistry(), mux: httpapi.NewMux()}
 	req := httptest.NewRequest(http.MethodGet, "/v1/admin/status", nil)
 	req.Header.Set("Authorization", "Bearer op-token")
 	rec := httptest.NewRecorder()

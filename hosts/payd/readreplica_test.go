@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
@@ -35,7 +36,7 @@ func TestReadAPI_WithReadReplica_ServedFromTheReplica(t *testing.T) {
 	}
 	newApp := func(reads store.Store) *app {
 		return &app{cfg: appConfig{roles: roleSet{roleGateway: true}, reads: reads}, st: primary,
-			log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+			log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry(), mux: httpapi.NewMux(), metricsMux: httpapi.NewMux()}
 	}
 	require.Equal(t, http.StatusOK, get(newApp(replica)), "served from the replica")
 	require.Equal(t, http.StatusNotFound, get(newApp(nil)), "without a replica, from the primary")

@@ -20,10 +20,12 @@ const usage = `payd — evmpay's reference host
 
 Usage:
   payd dev       [--http 127.0.0.1:8080] [--rpc-proxy 127.0.0.1:8546] [--chain-rpc 127.0.0.1:8545]
+                 [--metrics 127.0.0.1:9464]
                  [--data .payd] [--block-time 1.2s] [--webhook-url URL] [--log-format text|json]
                  Everything in one process: a dev chain, SQLite, every API and worker,
                  and a demo merchant whose credentials are printed.
   payd serve     --roles api,gateway,settlement,sweep,webhooks [--http …] [--rpc-proxy …]
+                 [--metrics 127.0.0.1:9464 (operator listener; '' for none)]
                  [--migrate=true] [--log-format text|json]
                  Production mode: DATABASE_URL, RPC_URL, CHAIN_ID, INDEXER_BACKFILL and secrets
                  from PAY_MNEMONIC_FILE, PAY_SECRET_KEY_FILE, GAS_FUNDER_PRIVATE_KEY_FILE,

@@ -23,7 +23,8 @@ import (
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("serve")
 	rolesFlag := fs.String("roles", "", "comma-separated roles: api,gateway,settlement,sweep,webhooks (or all)")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the APIs, /metrics, /healthz, /readyz")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the APIs, /healthz, /readyz")
+	metricsAddr := fs.String("metrics", "127.0.0.1:9464", "listen address of the operator listener serving /metrics ('' serves no metrics); keep it off the public network")
 	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy (gateway role)")
 	migrate := fs.Bool("migrate", true, "apply database migrations at start")
 	log, err := parseLogged(fs, args, stdout)
@@ -60,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	a, err := newApp(ctx, st, appConfig{
 		roles:          roles,
 		httpAddr:       *httpAddr,
+		metricsAddr:    *metricsAddr,
 		proxyAddr:      *proxyAddr,
 		rpcURL:         env.rpcURL,
 		chainID:        env.chainID,
@@ -80,7 +82,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("payd serving", "roles", roles.String(), "http", a.httpURL(), "rpc_proxy", a.proxyURL(),
+	log.Info("payd serving", "roles", roles.String(), "http", a.httpURL(), "rpc_proxy", a.proxyURL(), "metrics", a.metricsURL(),
 		"chain_id", a.chainID, "node", redactURL(env.rpcURL))
 	return a.run(ctx)
 }

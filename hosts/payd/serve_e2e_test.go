@@ -128,10 +128,11 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 		"WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}, secretEnv...)
 
 	waitRPC(t, "http://"+chainAddr)
-	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	startProcess(t, "api", env, "serve", "--roles", "api", "--http", apiAddr)
-	startProcess(t, "gateway", env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr)
-	startProcess(t, "workers", env, "serve", "--roles", "settlement,sweep,webhooks", "--http", workAddr)
+	apiAddr, gwAddr, workAddr, proxyAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	// Each process on one machine needs its own metrics address, or none.
+	startProcess(t, "api", env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", metricsAddr)
+	startProcess(t, "gateway", env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
+	startProcess(t, "workers", env, "serve", "--roles", "settlement,sweep,webhooks", "--http", workAddr, "--metrics", "")
 	for _, a := range []string{apiAddr, gwAddr, workAddr} {
 		waitHTTP(t, "http://"+a+"/readyz", 90*time.Second)
 	}
@@ -183,6 +184,10 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 	code, status := op.do("GET", "/v1/admin/status", nil, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, true, status["healthy"], "%v", status)
+
+	// Metrics are on the operator listener only.
+	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_invoices{status="SETTLED"} 1`)
+	require.Contains(t, httpGet(t, "http://"+apiAddr+"/metrics", ""), `"code":"not_found"`)
 }
 
 // waitRPC waits until a JSON-RPC node answers eth_chainId.

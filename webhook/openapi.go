@@ -1,0 +1,11 @@
+package webhook
+
+import _ "embed"
+
+//go:embed openapi.json
+var openAPISource []byte
+
+// OpenAPI returns the OpenAPI 3.1 document of the deliveries API (the
+// routes Register adds), for a host that serves one merged document
+// (httpapi.MergeOpenAPI). A host's route test keeps the two in step.
+func OpenAPI() []byte { return append([]byte(nil), openAPISource...) }
