@@ -16,7 +16,7 @@ const invoiceColumns = `id, merchant_id, status, amount_wei, paid_wei, chain_id,
 	derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
-	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version`
+	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version, redirect_url`
 
 const selectInvoice = `SELECT ` + invoiceColumns + ` FROM invoices`
 
@@ -63,7 +63,7 @@ const invoiceInsertColumns = `merchant_id, status, amount_wei, paid_wei, chain_i
 	derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
-	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version`
+	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version, redirect_url`
 
 // invoiceInsertValues returns inv's values in invoiceInsertColumns order.
 func invoiceInsertValues(inv *store.Invoice) []any {
@@ -71,7 +71,7 @@ func invoiceInsertValues(inv *store.Invoice) []any {
 		inv.DerivationIndex, inv.PaymentURI, inv.OrderID, inv.Description, inv.Metadata, inv.LookupTokenHash,
 		inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention, inv.ExpiresAt, inv.PaidAt, inv.ConfirmedAt,
 		inv.SettledAt, inv.CreatedAt, inv.UpdatedAt, inv.SweepStatus, inv.SweepTxHash, inv.SweepError, inv.SweptWei,
-		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version}
+		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version, inv.RedirectURL}
 }
 
 // CreateInvoice implements store.InvoiceStore.
@@ -83,11 +83,11 @@ func (s *Store) CreateInvoice(ctx context.Context, inv *store.Invoice) error {
 			:derivation_index, :payment_uri, :order_id, :description, :metadata, :lookup_token_hash,
 			:underpaid, :overpaid, :paid_late, :needs_attention, :expires_at, :paid_at, :confirmed_at,
 			:settled_at, :created_at, :updated_at, :sweep_status, :sweep_tx_hash, :sweep_error, :swept_wei,
-			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version)
+			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version, :redirect_url)
 		RETURNING id`, inv)
 }
 
-// insertChunk is how many invoices one INSERT writes: 31 parameters a row
+// insertChunk is how many invoices one INSERT writes: 32 parameters a row
 // stays under SQLite's 32766 and PostgreSQL's 65535.
 const insertChunk = 500
 
