@@ -52,7 +52,7 @@ func startCheckoutDev(t *testing.T, ctx context.Context) *checkoutDev {
 	runCtx, cancel := context.WithCancel(ctx)
 	go func() {
 		done <- run(runCtx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
-			"--data", t.TempDir(), "--block-time", "300ms"}, out)
+			"--data", t.TempDir(), "--block-time", "500ms"}, out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -268,7 +268,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		})
 		t.Logf("payment seen on the page %s after the transaction was mined", time.Since(paidAt).Round(100*time.Millisecond))
 		require.True(t, shows(seen, "details", "progress"), "the page showed the payment before its confirmations: %+v", seen)
-		require.Regexp(t, `^Payment seen\. Waiting for confirmations: \d+ of 12\.$`, seen.Status)
+		require.Regexp(t, `^Payment seen\. Waiting for confirmations: (\d|1[01]) of 12\.$`, seen.Status, "fewer than 12")
 		tb.screenshot("seen", 360)
 		v := tb.until("SETTLED", 120*time.Second, func(v view) bool {
 			if shows(v, "details", "progress") {
@@ -276,8 +276,9 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 			}
 			return v.Status == "Payment complete. Thank you!"
 		})
-		require.GreaterOrEqual(t, len(confs), 3, "confirmations counted live: %v", confs)
-		require.True(t, confs["11 of 12 confirmations"] || confs["12 of 12 confirmations"] || len(confs) >= 5, "%v", confs)
+		// The page polls every second and blocks come every 500 ms, so it
+		// sees every second or third count (fewer on a loaded machine).
+		require.GreaterOrEqual(t, len(confs), 2, "confirmations counted live: %v", confs)
 		require.True(t, v.SameDocument, "no reload")
 		require.Equal(t, []string{"details", "done"}, v.Shown)
 		require.Equal(t, "https://shop.example/orders/A-18?paid=1", v.Return, "Return to merchant")
@@ -358,7 +359,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("MissingOrWrongToken_LinkIncompleteOrWrong", func(t *testing.T) {
-		for _, url := range []string{dev.base + "/checkout", dev.base + "/checkout#AAAAAAAAAAAAAAAAAAAAAA", dev.base + "/checkout#<b>x"} {
+		for _, url := range []string{dev.base + "/checkout", dev.base + "/checkout#AAAAAAAAAAAAAAAAAAAAAA", dev.base + "/checkout#<b>x", dev.base + "/checkout#%E0%A4%A"} {
 			tb := br.open(t, url, 360)
 			v := tb.until("the invalid-link state", 10*time.Second, func(v view) bool { return shows(v, "invalid") })
 			require.Equal(t, "This payment link is incomplete or wrong.", v.Status, url)

@@ -55,7 +55,12 @@
   }
 
   // ---- state ----
-  const token = decodeURIComponent(location.hash.slice(1));
+  let token = "";
+  try {
+    token = decodeURIComponent(location.hash.slice(1));
+  } catch (e) {
+    // a malformed escape: not a token
+  }
   const api = new URL("v1/public/invoice", location.href.split("#")[0].replace(/[^/]*$/, ""));
   let inv = null;
   let skew = 0; // server clock minus ours, from the Date header
