@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -251,6 +252,20 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		require.Regexp(t, `^Expires in 1[45]:[0-5]\d$`, v.Countdown)
 		require.Equal(t, inv["payment_uri"], tb.qr())
 		require.Empty(t, v.CSP, "no Content-Security-Policy violation")
+
+		// Keyboard: Tab reaches every control in order, Enter presses the
+		// wallet button, which says in plain words that there is no wallet.
+		var focused []string
+		for range 4 {
+			var id string
+			require.NoError(t, chromedp.Run(tb.ctx, chromedp.KeyEvent(kb.Tab),
+				chromedp.Evaluate(`document.activeElement.id`, &id)))
+			focused = append(focused, id)
+		}
+		require.Equal(t, []string{"copy-address", "copy-amount", "open-wallet", "pay-browser"}, focused)
+		require.NoError(t, chromedp.Run(tb.ctx, chromedp.KeyEvent(kb.Enter)))
+		v = tb.until("the no-wallet message", 5*time.Second, func(v view) bool { return v.WalletMsg != "" })
+		require.Equal(t, "No browser wallet found. Install one, or scan the QR code with a wallet app.", v.WalletMsg)
 		tb.screenshot("pending", 360)
 		tb.screenshot("pending", 1280)
 	})
