@@ -194,7 +194,7 @@ func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) 
 func (tb *tab) qr() string {
 	tb.t.Helper()
 	var png []byte
-	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.Screenshot("#qr", &png, chromedp.ByID)))
+	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.ScreenshotScale("#qr", 2, &png, chromedp.ByID)))
 	img, _, err := image.Decode(bytes.NewReader(png))
 	require.NoError(tb.t, err)
 	bmp, err := gozxing.NewBinaryBitmapFromImage(img)

@@ -247,11 +247,18 @@
         credentials: "omit",
       });
       if (!res.ok) throw new Error("HTTP " + res.status);
-      const blob = await res.blob();
+      const svg = await res.text();
       if (qrFor !== uri) return;
       if (qrURL) URL.revokeObjectURL(qrURL);
-      qrURL = URL.createObjectURL(new Blob([blob], { type: "image/svg+xml" }));
+      qrURL = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
       const img = $("qr");
+      // A whole number of pixels per module keeps every module the same
+      // size on screen, which scanners like.
+      const m = /viewBox="0 0 (\d+) /.exec(svg);
+      if (m) {
+        const n = Number(m[1]);
+        img.width = img.height = n * Math.max(3, Math.floor(240 / n));
+      }
       img.src = qrURL;
       img.dataset.uri = uri;
     } catch (e) {
