@@ -101,6 +101,9 @@ type appConfig struct {
 	proxyRate      float64
 	proxyBurst     int
 	blockPrivateWH bool
+	// chainCheckEvery is how often the node's chain is compared with the
+	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
+	chainCheckEvery time.Duration
 
 	// publicBaseURL is where payers and merchants reach the HTTP APIs
 	// (PUBLIC_BASE_URL); checkout_url starts with it. selfBaseURL makes it
@@ -130,6 +133,10 @@ type app struct {
 	rpc     *rpc.Client
 	eth     *ethclient.Client
 	chainID uint64
+	// identity compares the node with the chain the database holds, at
+	// start, in the background and before sweep sends a signed
+	// transaction.
+	identity *indexer.Identity
 
 	adminToken string
 	creds      *invoice.Credentials
@@ -167,6 +174,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}
 	a.eth = ethclient.NewClient(a.rpc)
 	if err := a.checkChain(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.checkIdentity(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
@@ -222,6 +232,37 @@ func (a *app) checkChain(ctx context.Context) error {
 		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, a.cfg.rpcURL, id)
 	}
 	a.chainID = id.Uint64()
+	return nil
+}
+
+// checkIdentity records the chain's identity at the first start and, at
+// every start, refuses a node that serves another chain (a reset dev
+// chain, a new network with the same chain id, a wrong node behind a load
+// balancer). A node far behind the index starts not ready. The check then
+// runs in the background for as long as the process runs.
+func (a *app) checkIdentity(ctx context.Context) error {
+	var err error
+	a.identity, err = indexer.NewIdentity(indexer.NewRPCSource(a.rpc), a.st, indexer.IdentityConfig{
+		ChainID:       a.chainID,
+		CheckInterval: a.cfg.chainCheckEvery,
+		Logger:        a.log.With("component", "chain-identity"),
+	})
+	if err != nil {
+		return err
+	}
+	s, err := a.identity.Check(ctx)
+	switch {
+	case errors.Is(err, indexer.ErrNodeBehind):
+		a.log.Warn("the chain node is far behind the indexed chain: not ready until it catches up", "err", err)
+	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
+		return fmt.Errorf("refusing to start: %w", err)
+	case err != nil:
+		return fmt.Errorf("chain identity check against %s: %w", redactURL(a.cfg.rpcURL), err)
+	default:
+		a.log.Info("chain identity verified", "chain_id", s.ChainID, "genesis", s.GenesisHash.Hex(),
+			"node_head", s.NodeHead, "indexed_tip", s.IndexedTip, "verified_at_block", s.VerifiedAt)
+	}
+	a.workers = append(a.workers, worker{"chain-identity", a.identity.Run})
 	return nil
 }
 
@@ -366,6 +407,9 @@ func (a *app) buildSweep(ctx context.Context) error {
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
 		Confirmations: uint64(a.cfg.confirmations),
+		// No stored signed transaction goes to a node that serves another
+		// chain than the one it was signed for (same chain id).
+		ChainGuard:    a.identity,
 		OperatorToken: a.adminToken,
 		Registerer:    a.reg,
 		Logger:        a.log.With("component", "sweep"),
