@@ -189,7 +189,7 @@ func TestPublicInvoice_ByLookupToken_PayerViewOnly(t *testing.T) {
 		require.Equal(t, "1500000000000000000", body["amount_wei"])
 		require.Equal(t, "0", body["paid_wei"])
 		require.Equal(t, inv.PaymentURI, body["payment_uri"])
-		require.Equal(t, inv.DepositAddress.Hex(), body["deposit_address"], "EIP-55")
+		require.Equal(t, inv.DepositAddress.Hex(), body["deposit_address"], "EIP-55, as in payment_uri")
 		// What the checkout page shows the payer: the merchant's name, and
 		// the order id and description the merchant wrote for the payer.
 		require.Equal(t, "shop", body["merchant_name"])

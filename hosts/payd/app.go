@@ -275,6 +275,10 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rules, err := merchantRules(ctx, a.cfg.keys, a.cfg.xpub == "", a.cfg.blockPrivateWH, a.eth, a.log.With("component", "invoice"))
+	if err != nil {
+		return err
+	}
 	base := a.publicBaseURL()
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		BaseURL:                   base,
@@ -282,6 +286,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,
 		Confirmations:             a.cfg.confirmations,
 		AdminToken:                a.adminToken,
+		Merchants:                 rules,
 		Logger:                    a.log.With("component", "invoice"),
 	})
 	if err != nil {
