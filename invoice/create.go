@@ -47,7 +47,8 @@ func (v invoiceView) MarshalJSON() ([]byte, error) {
 		QRPNGURL    string `json:"qr_png_url"`
 		QRSVGURL    string `json:"qr_svg_url"`
 		LookupToken string `json:"lookup_token,omitempty"`
-	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
+		CheckoutURL string `json:"checkout_url,omitempty"`
+	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken, v.CheckoutURL})
 }
 
 func (s *Service) view(inv store.Invoice) invoiceView {
