@@ -193,14 +193,20 @@ type publicTokenInvoice struct {
 	DepositAddress  store.ChecksumAddress `json:"deposit_address"`
 	PaymentURI      string                `json:"payment_uri"`
 	ExpiresAt       time.Time             `json:"expires_at"`
+	// Remaining is what is still due, in base units (0 once paid in full).
+	Remaining          store.Amount `json:"remaining"`
+	RemainingFormatted string       `json:"remaining_formatted"`
+	publicPayer
 }
 
-// publicView is what GET /v1/public/invoice answers.
-func publicView(inv store.Invoice) any {
+// publicView is what GET /v1/public/invoice answers: rest is what is still
+// due, p what the checkout page needs whatever the asset.
+func publicView(inv store.Invoice, rest store.Amount, p publicPayer) any {
 	if !inv.IsToken() {
 		return publicInvoice{
 			Status: inv.Status, AmountWei: inv.AmountWei, PaidWei: inv.PaidWei, ChainID: inv.ChainID,
 			DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+			RemainingWei: rest, publicPayer: p,
 		}
 	}
 	a := inv.Asset()
@@ -208,5 +214,6 @@ func publicView(inv store.Invoice) any {
 		Status: inv.Status, Asset: a, Amount: inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
 		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei), ChainID: inv.ChainID,
 		DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+		Remaining: rest, RemainingFormatted: a.Format(rest), publicPayer: p,
 	}
 }

@@ -25,6 +25,7 @@ type invoiceRequest struct {
 	orderID     string
 	description string
 	metadata    []byte
+	redirectURL string
 }
 
 // invoiceView is the invoice as the merchant API shows it: the store's JSON
@@ -34,6 +35,9 @@ type invoiceView struct {
 	QRPNGURL    string `json:"qr_png_url"`
 	QRSVGURL    string `json:"qr_svg_url"`
 	LookupToken string `json:"lookup_token,omitempty"`
+	// CheckoutURL is the payer's page, the lookup token in its fragment:
+	// like the token, only in a create response.
+	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
 // MarshalJSON is the invoice's JSON as events carry it
@@ -45,7 +49,8 @@ func (v invoiceView) MarshalJSON() ([]byte, error) {
 		QRPNGURL    string `json:"qr_png_url"`
 		QRSVGURL    string `json:"qr_svg_url"`
 		LookupToken string `json:"lookup_token,omitempty"`
-	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
+		CheckoutURL string `json:"checkout_url,omitempty"`
+	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken, v.CheckoutURL})
 }
 
 // invoiceJSON marshals with store.MarshalInvoiceJSON.
@@ -210,7 +215,7 @@ func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyReco
 func (s *Service) newInvoice(j *createJob) *store.Invoice {
 	inv := &store.Invoice{
 		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: s.chainID,
-		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata,
+		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata, RedirectURL: j.req.redirectURL,
 		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
 	}
@@ -225,6 +230,7 @@ func (s *Service) newInvoice(j *createJob) *store.Invoice {
 func (s *Service) completion(j *createJob, inv *store.Invoice) ([]byte, store.IdempotencyRecord, error) {
 	v := s.view(*inv)
 	v.LookupToken = j.token
+	v.CheckoutURL = s.cfg.CheckoutURL + "#" + j.token
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, store.IdempotencyRecord{}, err

@@ -56,6 +56,8 @@ func TestCreateInvoice_201WithEveryField(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("https://pay.example.com/v1/invoices/%d/qr.svg", inv.ID), inv.QRSVGURL)
 	require.Equal(t, fmt.Sprintf("https://pay.example.com/v1/invoices/%d", inv.ID), res.Header.Get("Location"))
 	require.Regexp(t, `^[A-Za-z0-9_-]{22}$`, inv.LookupToken, "128 bits, base64url")
+	require.Equal(t, "https://pay.example.com/checkout#"+inv.LookupToken, body["checkout_url"],
+		"the payer's page, the token in the fragment")
 
 	// The deposit address is the deriver's first address, and the EIP-681
 	// URI stored on the invoice names it, the chain and the amount.
@@ -81,6 +83,7 @@ func TestCreateInvoice_201WithEveryField(t *testing.T) {
 	require.Equal(t, http.StatusOK, got.Status)
 	created := res.json(t)
 	delete(created, "lookup_token")
+	delete(created, "checkout_url") // it holds the token
 	require.Equal(t, created, got.json(t))
 }
 

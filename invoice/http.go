@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/holiman/uint256"
+
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
@@ -40,6 +42,7 @@ var routes = []route{
 	{"GET", "/v1/admin/merchants/{id}", (*Service).handleAdminGetMerchant},
 	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", (*Service).handleAdminRotateAPIKey},
 	{"GET", "/v1/public/invoice", (*Service).handlePublicInvoice},
+	{"GET", "/v1/public/invoice/qr.svg", (*Service).handlePublicQRSVG},
 	{"GET", "/v1/openapi.json", (*Service).handleOpenAPI},
 }
 
@@ -64,13 +67,18 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
-// PublicHandler serves GET /v1/public/invoice alone, for a process that
-// exposes only the read API. Mount it at that path.
+// PublicHandler serves the payer's reads alone — GET /v1/public/invoice
+// and GET /v1/public/invoice/qr.svg — for a process that exposes only the
+// read API. Mount it at both paths.
 func (s *Service) PublicHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/qr.svg") {
+			s.handlePublicQRSVG(w, r)
 			return
 		}
 		s.handlePublicInvoice(w, r)
@@ -662,9 +670,10 @@ func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request
 	s.rotateAPIKey(w, r, id, nil)
 }
 
-// publicInvoice is what a payer sees through a lookup token: enough to pay
-// and follow the payment, nothing the merchant keeps to itself (no order id,
-// description, metadata, merchant or sweep data).
+// publicInvoice is what a payer sees of a native-coin invoice through a
+// lookup token: what the checkout page shows (see publicPayer) and nothing
+// the merchant keeps to itself (no metadata, ids, merchant settings or
+// sweep data).
 type publicInvoice struct {
 	Status         string                `json:"status"`
 	AmountWei      store.Amount          `json:"amount_wei"`
@@ -673,24 +682,149 @@ type publicInvoice struct {
 	DepositAddress store.ChecksumAddress `json:"deposit_address"`
 	PaymentURI     string                `json:"payment_uri"`
 	ExpiresAt      time.Time             `json:"expires_at"`
+	// RemainingWei is what is still due (0 once paid in full).
+	RemainingWei store.Amount `json:"remaining_wei"`
+	publicPayer
 }
 
-func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
+// publicPayer is what every public read carries for the checkout page,
+// whatever the asset: the merchant's name, the description and order id
+// the merchant wrote for the payer, the confirmations, where to return.
+type publicPayer struct {
+	MerchantName string `json:"merchant_name"`
+	Description  string `json:"description"`
+	OrderID      string `json:"order_id"`
+	RedirectURL  string `json:"redirect_url,omitempty"`
+	// RemainingPaymentURI is the payment URI for exactly what is still due,
+	// present while something remains.
+	RemainingPaymentURI string `json:"remaining_payment_uri,omitempty"`
+	Underpaid           bool   `json:"underpaid"`
+	Overpaid            bool   `json:"overpaid"`
+	PaidLate            bool   `json:"paid_late"`
+	// Confirmations counts the blocks on top of the latest payment's block,
+	// at most ConfirmationsRequired (which it equals once CONFIRMED).
+	Confirmations         int `json:"confirmations"`
+	ConfirmationsRequired int `json:"confirmations_required"`
+}
+
+// lookupInvoice finds the invoice of the request's bearer lookup token,
+// writing the problem when there is none.
+func (s *Service) lookupInvoice(w http.ResponseWriter, r *http.Request) (store.Invoice, bool) {
 	tok, ok := httpapi.BearerToken(r)
 	if !ok || !wellFormedLookupToken(tok) {
 		problem.Write(w, errUnauthorized)
-		return
+		return store.Invoice{}, false
 	}
 	inv, err := s.st.GetInvoiceByLookupTokenHash(r.Context(), LookupTokenHash(tok))
 	if errors.Is(err, store.ErrNotFound) {
 		problem.Write(w, errUnauthorized)
+		return store.Invoice{}, false
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return store.Invoice{}, false
+	}
+	return inv, true
+}
+
+// remaining is what is still due on inv, and the payment URI for exactly
+// that ("" when nothing remains).
+func (s *Service) remaining(inv store.Invoice) (store.Amount, string, error) {
+	if inv.PaidWei.Cmp(inv.AmountWei) >= 0 {
+		return store.Amount{}, "", nil
+	}
+	rest := new(uint256.Int).Sub(inv.AmountWei.Uint256(), inv.PaidWei.Uint256())
+	if inv.PaidWei.IsZero() {
+		return inv.AmountWei, inv.PaymentURI, nil
+	}
+	if inv.IsToken() {
+		uri, err := FormatTransferURI(TransferURI{Token: *inv.TokenAddress, ChainID: inv.ChainID, To: inv.DepositAddress, Amount: rest})
+		return store.AmountFromUint256(rest), uri, err
+	}
+	uri, err := FormatPaymentURI(PaymentURI{Address: inv.DepositAddress, ChainID: inv.ChainID, Value: rest})
+	return store.AmountFromUint256(rest), uri, err
+}
+
+// confirmations counts the blocks indexed on top of the block of inv's
+// latest payment, capped at the threshold.
+func (s *Service) confirmations(ctx context.Context, inv store.Invoice) (int, error) {
+	need := s.cfg.Confirmations
+	switch {
+	case inv.Status == store.StatusConfirmed || inv.Status == store.StatusSettled:
+		return need, nil
+	case inv.PaidWei.IsZero():
+		return 0, nil
+	}
+	ps, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
+	if err != nil || len(ps) == 0 {
+		return 0, err
+	}
+	var last uint64
+	for _, p := range ps {
+		last = max(last, p.BlockNumber)
+	}
+	head, err := s.st.LatestBlock(ctx)
+	if errors.Is(err, store.ErrNotFound) || err == nil && head.Number <= last {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(min(head.Number-last, uint64(need))), nil
+}
+
+func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
+	inv, ok := s.lookupInvoice(w, r)
+	if !ok {
 		return
 	}
+	m, err := s.st.GetMerchant(r.Context(), inv.MerchantID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, publicView(inv))
+	rest, restURI, err := s.remaining(inv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	conf, err := s.confirmations(r.Context(), inv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, publicView(inv, rest, publicPayer{
+		MerchantName: m.Name, Description: inv.Description, OrderID: inv.OrderID, RedirectURL: inv.RedirectURL,
+		RemainingPaymentURI: restURI, Underpaid: inv.Underpaid, Overpaid: inv.Overpaid, PaidLate: inv.PaidLate,
+		Confirmations: conf, ConfirmationsRequired: s.cfg.Confirmations,
+	}))
+}
+
+// handlePublicQRSVG serves the QR code of what the payer should pay now:
+// the remaining_payment_uri while something remains, else the payment_uri.
+// It is private to the token holder and changes with payments: not cached.
+func (s *Service) handlePublicQRSVG(w http.ResponseWriter, r *http.Request) {
+	inv, ok := s.lookupInvoice(w, r)
+	if !ok {
+		return
+	}
+	_, uri, err := s.remaining(inv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	svg, err := QRSVG(cmp.Or(uri, inv.PaymentURI))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "image/svg+xml")
+	h.Set("Content-Length", strconv.Itoa(len(svg)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(svg)
 }
 
 func (s *Service) handleOpenAPI(w http.ResponseWriter, r *http.Request) {

@@ -182,13 +182,24 @@ func TestPublicInvoice_ByLookupToken_PayerViewOnly(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"amount_wei", "chain_id", "deposit_address", "expires_at", "paid_wei", "payment_uri", "status"}, keys)
+		require.Equal(t, []string{"amount_wei", "chain_id", "confirmations", "confirmations_required", "deposit_address",
+			"description", "expires_at", "merchant_name", "order_id", "overpaid", "paid_late", "paid_wei", "payment_uri",
+			"remaining_payment_uri", "remaining_wei", "status", "underpaid"}, keys)
 		require.Equal(t, "PENDING", body["status"])
 		require.Equal(t, "1500000000000000000", body["amount_wei"])
 		require.Equal(t, "0", body["paid_wei"])
 		require.Equal(t, inv.PaymentURI, body["payment_uri"])
 		require.Equal(t, inv.DepositAddress.Hex(), body["deposit_address"], "EIP-55, as in payment_uri")
-		for _, private := range []string{"secret-order", "private note", "alice", fmt.Sprint(`"id":`, inv.ID)} {
+		// What the checkout page shows the payer: the merchant's name, and
+		// the order id and description the merchant wrote for the payer.
+		require.Equal(t, "shop", body["merchant_name"])
+		require.Equal(t, "secret-order", body["order_id"])
+		require.Equal(t, "private note", body["description"])
+		require.Equal(t, "1500000000000000000", body["remaining_wei"])
+		require.Equal(t, inv.PaymentURI, body["remaining_payment_uri"])
+		require.EqualValues(t, 0, body["confirmations"])
+		require.EqualValues(t, 12, body["confirmations_required"])
+		for _, private := range []string{"alice", "metadata", "merchant_id", "webhook", "sweep", fmt.Sprint(`"id":`, inv.ID)} {
 			require.NotContains(t, string(res.Body), private)
 		}
 

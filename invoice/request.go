@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +61,7 @@ var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateFiel
 const (
 	maxOrderIDLen     = 200
 	maxDescriptionLen = 1000
+	maxRedirectURLLen = 2048
 	maxKeyLen         = 255
 )
 
@@ -151,7 +154,7 @@ func stringMember(ms map[string]json.RawMessage, name string, max int) (string, 
 // parseInvoiceRequest validates a POST /v1/invoices body.
 func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
 	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata",
-		"asset", "amount", "amount_formatted")
+		"asset", "amount", "amount_formatted", "redirect_url")
 	if perr != nil {
 		return invoiceRequest{}, perr
 	}
@@ -193,7 +196,48 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 		}
 		req.metadata = buf.Bytes()
 	}
+	if req.redirectURL, perr = stringMember(ms, "redirect_url", maxRedirectURLLen); perr != nil {
+		return invoiceRequest{}, perr
+	}
+	if req.redirectURL != "" && !validRedirectURL(req.redirectURL, s.cfg.AllowLoopbackHTTPRedirect) {
+		detail := "redirect_url must be an absolute https URL without user info"
+		if s.cfg.AllowLoopbackHTTPRedirect {
+			detail += " (or http on a loopback host)"
+		}
+		return invoiceRequest{}, problem.Field(codeInvalidField, "redirect_url", detail)
+	}
 	return req, nil
+}
+
+// validRedirectURL tells whether s may be where the checkout page sends the
+// payer back: an absolute https URL with a host and no user info (the page
+// shows it as a link, and http would let a network attacker swap the
+// merchant's page), or http on a loopback host when loopback is allowed.
+func validRedirectURL(s string, loopback bool) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x21 || r == 0x7f { // spaces and controls: url.Parse lets some through
+			return false
+		}
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		if !loopback {
+			return false
+		}
+		h := u.Hostname()
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
 }
 
 // parseAmount reads amount_wei: a JSON string of decimal digits, > 0,

@@ -26,6 +26,9 @@ type Store interface {
 	store.IdempotencyStore
 	DepositAddresses
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
+	// The public read counts the confirmations of an invoice's payments.
+	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]store.Payment, error)
+	LatestBlock(ctx context.Context) (store.Block, error)
 }
 
 // MaxAmountWei is the largest invoice amount accepted by default: 10^27 wei,
@@ -78,6 +81,19 @@ type Config struct {
 	// AdminToken is the operator's bearer token for /v1/admin/…. Defaults
 	// to "", which turns the admin API off (every call gets 401).
 	AdminToken string
+	// CheckoutURL is the hosted checkout page's absolute URL (see package
+	// invoice/checkout). Create responses carry checkout_url, this URL
+	// with the lookup token as its fragment ("…/checkout#<token>"): a
+	// browser never sends a fragment to a server, so the token reaches no
+	// access log. Defaults to BaseURL + "/checkout".
+	CheckoutURL string
+	// AllowLoopbackHTTPRedirect accepts redirect_url values with http on a
+	// loopback host (127.0.0.1, ::1, localhost), for development; other
+	// redirect URLs must be https. Defaults to false.
+	AllowLoopbackHTTPRedirect bool
+	// Confirmations is the settlement threshold the public read reports
+	// (confirmations n of Confirmations). Defaults to 12.
+	Confirmations int
 	// QRSize is the default side of QR PNGs in pixels (?size= overrides it
 	// within 64…1024). Defaults to 256.
 	QRSize int
@@ -101,6 +117,8 @@ type Config struct {
 
 func (c *Config) fill() {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	c.CheckoutURL = cmp.Or(c.CheckoutURL, c.BaseURL+"/checkout")
+	c.Confirmations = cmp.Or(c.Confirmations, 12)
 	c.DefaultExpiry = cmp.Or(c.DefaultExpiry, 15*time.Minute)
 	c.MinExpiry = cmp.Or(c.MinExpiry, time.Minute)
 	c.MaxExpiry = cmp.Or(c.MaxExpiry, 7*24*time.Hour)
@@ -131,7 +149,13 @@ func (c Config) validate() error {
 			return errors.New("invoice: BaseURL must be an absolute http(s) URL without a query")
 		}
 	}
+	if u, err := url.Parse(c.CheckoutURL); err != nil || u.RawQuery != "" || u.Fragment != "" ||
+		(c.BaseURL != "" && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "")) {
+		return errors.New("invoice: CheckoutURL must be a URL without query or fragment (absolute http(s) when BaseURL is)")
+	}
 	switch {
+	case c.Confirmations < 1:
+		return errors.New("invoice: Confirmations must be positive")
 	case c.MinExpiry <= 0 || c.MaxExpiry < c.MinExpiry:
 		return errors.New("invoice: need 0 < MinExpiry <= MaxExpiry")
 	case c.DefaultExpiry < c.MinExpiry || c.DefaultExpiry > c.MaxExpiry:

@@ -11,6 +11,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/pg.sh
+
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing Chromium for the checkout page's browser tests (apt-get install chromium)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	else
+		echo "error: Chromium not found; the checkout page's browser tests need it." >&2
+		echo "       Install it (Debian: sudo apt-get install chromium) and run again." >&2
+		exit 1
+	fi
+fi
 # A scratch server: durability is not under test, speed is.
 start_pg fsync=off synchronous_commit=off full_page_writes=off
 

@@ -65,6 +65,9 @@ type Invoice struct {
 	OrderID     string  `db:"order_id" json:"order_id,omitempty"`
 	Description string  `db:"description" json:"description,omitempty"`
 	Metadata    RawJSON `db:"metadata" json:"metadata,omitempty"`
+	// RedirectURL is where the checkout page sends the payer back once the
+	// invoice is paid; "" for none. Fixed at creation.
+	RedirectURL string `db:"redirect_url" json:"redirect_url,omitempty"`
 	// LookupTokenHash is SHA-256 of the public lookup token.
 	LookupTokenHash []byte `db:"lookup_token_hash" json:"-"`
 	Underpaid       bool   `db:"underpaid" json:"underpaid"`

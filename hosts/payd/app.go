@@ -22,6 +22,7 @@ import (
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/invoice/checkout"
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
@@ -118,6 +119,22 @@ type appConfig struct {
 	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
 	chainCheckEvery time.Duration
 
+	// publicBaseURL is where payers and merchants reach the HTTP APIs
+	// (PUBLIC_BASE_URL); checkout_url starts with it. selfBaseURL makes it
+	// the listener's own address (payd dev).
+	publicBaseURL string
+	selfBaseURL   bool
+	// publicRPCURL is the RPC URL the checkout page offers to browser
+	// wallets that lack the chain; selfRPCURL makes it the RPC proxy's own
+	// address (payd dev).
+	publicRPCURL string
+	selfRPCURL   bool
+	chainName    string
+	// frameAncestors may embed the checkout page (CSP frame-ancestors).
+	frameAncestors []string
+	// loopbackRedirects accepts http redirect_url values on loopback.
+	loopbackRedirects bool
+
 	log *slog.Logger
 }
 
@@ -186,6 +203,16 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 			return nil, err
 		}
 	}
+	// The listeners are bound first: payd dev's checkout URLs name their
+	// addresses (which --http 127.0.0.1:0 only fixes here).
+	if a.httpLn, err = net.Listen("tcp", cfg.httpAddr); err != nil {
+		return nil, fmt.Errorf("--http %s: %w (is another payd running? choose another address)", cfg.httpAddr, err)
+	}
+	if cfg.roles[roleGateway] {
+		if a.proxyLn, err = net.Listen("tcp", cfg.proxyAddr); err != nil {
+			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
+		}
+	}
 	build := []struct {
 		role string
 		fn   func(context.Context) error
@@ -205,14 +232,6 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}
 	if err := a.buildOps(); err != nil {
 		return nil, err
-	}
-	if a.httpLn, err = net.Listen("tcp", cfg.httpAddr); err != nil {
-		return nil, fmt.Errorf("--http %s: %w (is another payd running? choose another address)", cfg.httpAddr, err)
-	}
-	if a.proxy != nil {
-		if a.proxyLn, err = net.Listen("tcp", cfg.proxyAddr); err != nil {
-			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
-		}
 	}
 	if cfg.metricsAddr != "" {
 		if a.metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
@@ -288,17 +307,36 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	base := a.publicBaseURL()
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
-		Assets:     a.assets,
-		AdminToken: a.adminToken,
-		OpenAPI:    doc,
-		Merchants:  rules,
-		Logger:     a.log.With("component", "invoice"),
+		Assets:                    a.assets,
+		BaseURL:                   base,
+		CheckoutURL:               base + "/checkout",
+		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,
+		Confirmations:             a.cfg.confirmations,
+		AdminToken:                a.adminToken,
+		OpenAPI:                   doc,
+		Merchants:                 rules,
+		Logger:                    a.log.With("component", "invoice"),
 	})
 	if err != nil {
 		return err
 	}
 	a.invoices.Routes(a.mux)
+	rpcURL := a.cfg.publicRPCURL
+	if a.cfg.selfRPCURL {
+		rpcURL = a.proxyURL()
+	}
+	page, err := checkout.New(checkout.Config{
+		ChainName:      a.cfg.chainName,
+		RPCURL:         rpcURL,
+		FrameAncestors: a.cfg.frameAncestors,
+		Logger:         a.log.With("component", "checkout"),
+	})
+	if err != nil {
+		return err
+	}
+	page.Routes(a.mux)
 	a.workers = append(a.workers, worker{"invoice", a.invoices.Run})
 
 	deliveries, err := webhook.NewHandler(a.st, a.invoices, webhook.HandlerConfig{Logger: a.log.With("component", "webhook")})
@@ -566,6 +604,16 @@ func (a *app) close() {
 	if a.rpc != nil {
 		a.rpc.Close()
 	}
+}
+
+// publicBaseURL is where the HTTP APIs are reached from outside: the
+// configured PUBLIC_BASE_URL, or the listener's own address for payd dev,
+// or "" (URLs relative to the host).
+func (a *app) publicBaseURL() string {
+	if a.cfg.selfBaseURL {
+		return a.httpURL()
+	}
+	return strings.TrimRight(a.cfg.publicBaseURL, "/")
 }
 
 // httpURL is the address the HTTP APIs listen on, as a URL.

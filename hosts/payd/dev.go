@@ -105,7 +105,13 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		proxyRate:     50,
 		proxyBurst:    100,
 		tokens:        []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
-		log:           log,
+		// The checkout page and its wallet button use this process's own
+		// addresses; merchants' redirect_url may be a local shop.
+		selfBaseURL:       true,
+		selfRPCURL:        true,
+		chainName:         "evmpay dev chain",
+		loopbackRedirects: true,
+		log:               log,
 	})
 	if err != nil {
 		return err
@@ -158,11 +164,13 @@ func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMe
 	fmt.Fprintf(&b, "      -H 'Authorization: Bearer %s' \\\n", demo.APIKey)
 	fmt.Fprintf(&b, "      -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n")
 	fmt.Fprintf(&b, "      -d '{\"amount_wei\": \"500000000000000000\"}'\n\n")
-	fmt.Fprintf(&b, "  Pay it (in another terminal) with its payment_uri:\n\n")
+	fmt.Fprintf(&b, "  Open the answer's checkout_url in a browser: the payer's page,\n")
+	fmt.Fprintf(&b, "    %s/checkout#<lookup_token>\n\n", api)
+	fmt.Fprintf(&b, "  Pay it (in another terminal) with its payment_uri, and watch the page follow:\n\n")
 	fmt.Fprintf(&b, "    go run ./hosts/payd pay 'ethereum:0x…@%d?value=500000000000000000'\n\n", a.chainID)
 	fmt.Fprintf(&b, "  Or an invoice for 12.5 %s: -d '{\"asset\": \"%s\", \"amount_formatted\": \"12.5\"}'\n", usdc.Symbol, usdc.Symbol)
 	fmt.Fprintf(&b, "    and pay its payment_uri the same way: payd pay 'ethereum:%s@%d/transfer?address=0x…&uint256=12500000'\n\n",
 		usdc.Address.Hex(), a.chainID)
-	fmt.Fprintf(&b, "  Then watch it: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
+	fmt.Fprintf(&b, "  Or read it as the merchant: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
 	fmt.Fprint(w, b.String())
 }

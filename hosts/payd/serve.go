@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -77,6 +78,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		blockPrivateWH: !env.allowPrivateWebhooks,
 		reads:          reads,
 		tokens:         env.tokens,
+		publicBaseURL:  env.publicBaseURL,
+		publicRPCURL:   env.publicRPCURL,
+		chainName:      env.chainName,
+		frameAncestors: env.frameAncestors,
 		log:            log,
 	})
 	if err != nil {
@@ -106,6 +111,15 @@ type serveEnv struct {
 	allowPrivateWebhooks bool
 	// tokens are the accepted ERC-20 tokens (PAY_TOKENS or PAY_TOKENS_FILE).
 	tokens []tokenConfig
+	// publicBaseURL is where payers and merchants reach the APIs and the
+	// checkout page (PUBLIC_BASE_URL); publicRPCURL the RPC URL offered to
+	// browser wallets (PUBLIC_RPC_URL); chainName the chain's name on the
+	// checkout page (CHAIN_NAME); frameAncestors the origins that may
+	// embed the page (CHECKOUT_FRAME_ANCESTORS, space-separated).
+	publicBaseURL  string
+	publicRPCURL   string
+	chainName      string
+	frameAncestors []string
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -154,6 +168,24 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	parse("ARCHIVE_AFTER", func(v string) (err error) { e.archiveAfter, err = time.ParseDuration(v); return })
 	parse("RPC_PROXY_RATE", func(v string) (err error) { e.proxyRate, err = strconv.ParseFloat(v, 64); return })
 	parse("RPC_PROXY_BURST", func(v string) (err error) { e.proxyBurst, err = strconv.Atoi(v); return })
+	parse("PUBLIC_BASE_URL", func(v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return errors.New("want an absolute http(s) URL without query or fragment, e.g. https://pay.example.com")
+		}
+		e.publicBaseURL = strings.TrimRight(v, "/")
+		return nil
+	})
+	parse("PUBLIC_RPC_URL", func(v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("want an absolute http(s) URL, e.g. https://rpc.pay.example.com")
+		}
+		e.publicRPCURL = v
+		return nil
+	})
+	e.chainName = getenv("CHAIN_NAME")
+	e.frameAncestors = strings.Fields(getenv("CHECKOUT_FRAME_ANCESTORS"))
 	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
 	toks, err := readTokens(getenv)
 	if err != nil {

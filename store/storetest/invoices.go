@@ -89,6 +89,7 @@ func testInvoiceCRUD(t *testing.T, st store.Store) {
 		inv.OrderID = "order-1"
 		inv.Description = "two coffees"
 		inv.Metadata = store.RawJSON(`{"table": 4, "note": "ünïcode"}`)
+		inv.RedirectURL = "https://shop.example/orders/1?paid=1"
 	})
 	require.EqualValues(t, 1, inv.Version)
 	got, err := st.GetInvoice(ctx, inv.ID)
@@ -96,6 +97,7 @@ func testInvoiceCRUD(t *testing.T, st store.Store) {
 	require.Equal(t, inv.DepositAddress, got.DepositAddress)
 	require.Equal(t, inv.DerivationIndex, got.DerivationIndex)
 	require.Equal(t, "order-1", got.OrderID)
+	require.Equal(t, "https://shop.example/orders/1?paid=1", got.RedirectURL)
 	require.JSONEq(t, `{"table": 4, "note": "ünïcode"}`, string(got.Metadata))
 	require.Equal(t, store.SweepNone, got.SweepStatus)
 	require.Nil(t, got.SweepTxHash)
@@ -605,7 +607,7 @@ func testCreateInvoices(t *testing.T, st store.Store) {
 		return &store.Invoice{MerchantID: m.ID, Status: store.StatusPending,
 			AmountWei: store.NewAmount(uint64(idx) + 1), ChainID: 1337, DepositAddress: randAddr(),
 			DerivationIndex: idx, PaymentURI: "ethereum:0x0@1337?value=1", OrderID: "o", Description: "d",
-			Metadata: store.RawJSON(`{"i":1}`), LookupTokenHash: randBytes(32), ExpiresAt: now().Add(time.Hour),
+			RedirectURL: "https://shop.example/back", Metadata: store.RawJSON(`{"i":1}`), LookupTokenHash: randBytes(32), ExpiresAt: now().Add(time.Hour),
 			CreatedAt: now(), UpdatedAt: now(), SweepStatus: store.SweepNone}
 	}
 	// More rows than one statement takes, in an order unlike the indexes.
@@ -630,6 +632,7 @@ func testCreateInvoices(t *testing.T, st store.Store) {
 		require.Equal(t, inv.LookupTokenHash, got.LookupTokenHash)
 		require.JSONEq(t, `{"i":1}`, string(got.Metadata))
 		require.Equal(t, "o", got.OrderID)
+		require.Equal(t, "https://shop.example/back", got.RedirectURL)
 		requireTime(t, inv.ExpiresAt, got.ExpiresAt)
 	}
 

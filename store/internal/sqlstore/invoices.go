@@ -17,7 +17,7 @@ const invoiceColumns = `id, merchant_id, status, amount_wei, paid_wei, chain_id,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
 	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
-	token_address, asset_symbol, asset_decimals`
+	token_address, asset_symbol, asset_decimals, redirect_url`
 
 const selectInvoice = `SELECT ` + invoiceColumns + ` FROM invoices`
 
@@ -65,7 +65,7 @@ const invoiceInsertColumns = `merchant_id, status, amount_wei, paid_wei, chain_i
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
 	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
-	token_address, asset_symbol, asset_decimals`
+	token_address, asset_symbol, asset_decimals, redirect_url`
 
 // invoiceInsertValues returns inv's values in invoiceInsertColumns order.
 func invoiceInsertValues(inv *store.Invoice) []any {
@@ -74,7 +74,7 @@ func invoiceInsertValues(inv *store.Invoice) []any {
 		inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention, inv.ExpiresAt, inv.PaidAt, inv.ConfirmedAt,
 		inv.SettledAt, inv.CreatedAt, inv.UpdatedAt, inv.SweepStatus, inv.SweepTxHash, inv.SweepError, inv.SweptWei,
 		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version,
-		inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals}
+		inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals, inv.RedirectURL}
 }
 
 // CreateInvoice implements store.InvoiceStore.
@@ -88,7 +88,7 @@ func (s *Store) CreateInvoice(ctx context.Context, inv *store.Invoice) error {
 			:underpaid, :overpaid, :paid_late, :needs_attention, :expires_at, :paid_at, :confirmed_at,
 			:settled_at, :created_at, :updated_at, :sweep_status, :sweep_tx_hash, :sweep_error, :swept_wei,
 			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version,
-			:token_address, :asset_symbol, :asset_decimals)
+			:token_address, :asset_symbol, :asset_decimals, :redirect_url)
 		RETURNING id`, inv)
 }
 
@@ -100,7 +100,7 @@ func normalizeAsset(inv *store.Invoice) {
 	}
 }
 
-// insertChunk is how many invoices one INSERT writes: 34 parameters a row
+// insertChunk is how many invoices one INSERT writes: 35 parameters a row
 // stays under SQLite's 32766 and PostgreSQL's 65535.
 const insertChunk = 500
 

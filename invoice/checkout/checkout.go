@@ -1,0 +1,346 @@
+package checkout
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/evmpay/evmpay/store/httpapi"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed page.html assets messages
+var files embed.FS
+
+// Config tunes a Handler.
+type Config struct {
+	// ChainName names the chain on the page and in the wallet's "add
+	// network" request. Defaults to "" (the page says "chain <id>").
+	ChainName string
+	// NativeSymbol and NativeDecimals describe the chain's native coin.
+	// Default to "ETH" and 18.
+	NativeSymbol   string
+	NativeDecimals int
+	// RPCURL is the public JSON-RPC URL (payd's RPC proxy) offered to a
+	// browser wallet that does not know the chain (wallet_addEthereumChain).
+	// Defaults to "": such a wallet is then asked to add the chain itself.
+	RPCURL string
+	// FrameAncestors lists the origins allowed to embed the page in a frame
+	// (the CSP frame-ancestors directive), e.g. "https://shop.example".
+	// Defaults to none: the page cannot be framed.
+	FrameAncestors []string
+	// LateWindow is how long after expiry a full payment is still credited
+	// (settlement.Config.LateWindow); the expired state says so. Defaults
+	// to 24 hours.
+	LateWindow time.Duration
+	// PollInterval is how often the page reads the invoice. Defaults to 1
+	// second (a change shows within 2 s).
+	PollInterval time.Duration
+	// DefaultLanguage is the language used when the request names none the
+	// catalogue has. Defaults to "en".
+	DefaultLanguage string
+	// Logger receives template failures. Defaults to a logger that discards
+	// everything.
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() {
+	c.NativeSymbol = cmp.Or(c.NativeSymbol, "ETH")
+	c.NativeDecimals = cmp.Or(c.NativeDecimals, 18)
+	c.LateWindow = cmp.Or(c.LateWindow, 24*time.Hour)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.DefaultLanguage = cmp.Or(c.DefaultLanguage, "en")
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Handler serves the hosted checkout page: GET /checkout (the page, in the
+// payer's language) and GET /checkout/assets/… (its script and style). The
+// lookup token travels in the URL fragment and never reaches it.
+type Handler struct {
+	cfg    Config
+	csp    string
+	page   *template.Template
+	langs  map[string]map[string]string // language → complete catalogue
+	assets map[string]asset
+	log    *slog.Logger
+}
+
+type asset struct {
+	body        []byte
+	contentType string
+	etag        string
+}
+
+// New returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	cfg.fill()
+	if cfg.RPCURL != "" {
+		if u, err := url.Parse(cfg.RPCURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("checkout: RPCURL must be an absolute http(s) URL")
+		}
+	}
+	if cfg.NativeDecimals < 0 || cfg.NativeDecimals > 77 {
+		return nil, errors.New("checkout: NativeDecimals must lie within [0, 77]")
+	}
+	if cfg.LateWindow < 0 || cfg.PollInterval < 100*time.Millisecond {
+		return nil, errors.New("checkout: LateWindow must not be negative and PollInterval at least 100 ms")
+	}
+	for _, a := range cfg.FrameAncestors {
+		if a == "" || strings.ContainsAny(a, ";,\r\n") {
+			return nil, fmt.Errorf("checkout: FrameAncestors: bad source %q", a)
+		}
+	}
+	langs, err := loadCatalogue(cfg.DefaultLanguage)
+	if err != nil {
+		return nil, err
+	}
+	page, err := template.ParseFS(files, "page.html")
+	if err != nil {
+		return nil, fmt.Errorf("checkout: page.html: %w", err)
+	}
+	h := &Handler{cfg: cfg, csp: contentSecurityPolicy(cfg.FrameAncestors), page: page, langs: langs,
+		assets: map[string]asset{}, log: cfg.Logger}
+	err = fs.WalkDir(files, "assets", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		h.assets[path.Base(p)] = asset{body: b, contentType: contentTypes[path.Ext(p)],
+			etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkout: assets: %w", err)
+	}
+	return h, nil
+}
+
+var contentTypes = map[string]string{
+	".js":  "text/javascript; charset=utf-8",
+	".css": "text/css; charset=utf-8",
+	".svg": "image/svg+xml",
+}
+
+// loadCatalogue reads messages/<lang>.json, one file per language. Every
+// language is completed with the default language's messages, so a
+// translation that lags behind shows the default's words, never a key.
+func loadCatalogue(def string) (map[string]map[string]string, error) {
+	names, err := fs.Glob(files, "messages/*.json")
+	if err != nil {
+		return nil, err
+	}
+	langs := map[string]map[string]string{}
+	for _, n := range names {
+		b, err := files.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]string
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("checkout: %s: %w", n, err)
+		}
+		langs[strings.ToLower(strings.TrimSuffix(path.Base(n), ".json"))] = m
+	}
+	base, ok := langs[strings.ToLower(def)]
+	if !ok {
+		return nil, fmt.Errorf("checkout: DefaultLanguage %q has no messages/%s.json", def, def)
+	}
+	for _, m := range langs {
+		for k, v := range base {
+			if _, ok := m[k]; !ok {
+				m[k] = v
+			}
+		}
+	}
+	return langs, nil
+}
+
+// Languages lists the languages of the message catalogue.
+func (h *Handler) Languages() []string {
+	out := make([]string, 0, len(h.langs))
+	for l := range h.langs {
+		out = append(out, l)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// contentSecurityPolicy allows the page's own script, style and API calls,
+// the QR image it makes from the API's SVG (a blob: URL), and nothing else:
+// no inline script or style, nothing third-party.
+func contentSecurityPolicy(frameAncestors []string) string {
+	fa := "'none'"
+	if len(frameAncestors) > 0 {
+		fa = strings.Join(frameAncestors, " ")
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; " +
+		"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors " + fa
+}
+
+// Routes registers GET /checkout and GET /checkout/assets/ on mux.
+func (h *Handler) Routes(mux httpapi.Router) {
+	mux.Handle("/checkout", h)
+	mux.Handle("/checkout/", h)
+}
+
+// ServeHTTP serves the page at …/checkout and its assets at
+// …/checkout/assets/<name>, whatever prefix it is mounted under. Every
+// answer carries the security headers.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", h.csp)
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	if len(h.cfg.FrameAncestors) == 0 {
+		hd.Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
+	}
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	p := r.URL.Path
+	if i := strings.LastIndex(p, "/checkout/assets/"); i >= 0 {
+		h.serveAsset(w, r, p[i+len("/checkout/assets/"):])
+		return
+	}
+	if !strings.HasSuffix(p, "/checkout") {
+		http.NotFound(w, r)
+		return
+	}
+	h.servePage(w, r)
+}
+
+func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
+	a, ok := h.assets[name]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", a.contentType)
+	hd.Set("ETag", a.etag)
+	hd.Set("Cache-Control", "public, max-age=300")
+	if r.Header.Get("If-None-Match") == a.etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(a.body)
+	}
+}
+
+// pageConfig is what the script needs besides the invoice, in the page's
+// data-config attribute.
+type pageConfig struct {
+	ChainName      string `json:"chain_name"`
+	NativeSymbol   string `json:"native_symbol"`
+	NativeDecimals int    `json:"native_decimals"`
+	RPCURL         string `json:"rpc_url"`
+	PollMillis     int64  `json:"poll_ms"`
+	LateHours      int64  `json:"late_hours"`
+}
+
+type pageData struct {
+	Lang     string
+	M        map[string]string
+	Config   string
+	Messages string
+}
+
+func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
+	lang := h.negotiate(r)
+	m := h.langs[lang]
+	cfg, _ := json.Marshal(pageConfig{ChainName: h.cfg.ChainName, NativeSymbol: h.cfg.NativeSymbol,
+		NativeDecimals: h.cfg.NativeDecimals, RPCURL: h.cfg.RPCURL,
+		PollMillis: h.cfg.PollInterval.Milliseconds(), LateHours: int64(h.cfg.LateWindow / time.Hour)})
+	msgs, _ := json.Marshal(m)
+	var buf bytes.Buffer
+	if err := h.page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs)}); err != nil {
+		h.log.ErrorContext(r.Context(), "checkout page", slog.String("error", err.Error()))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Content-Language", lang)
+	hd.Set("Vary", "Accept-Language")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+// negotiate picks the page's language: ?lang= when the catalogue has it,
+// else the best Accept-Language match (a tag or its primary subtag), else
+// the default.
+func (h *Handler) negotiate(r *http.Request) string {
+	if l := h.match(r.URL.Query().Get("lang")); l != "" {
+		return l
+	}
+	type pref struct {
+		tag string
+		q   float64
+	}
+	var prefs []pref
+	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
+		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q := 1.0
+		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		if tag != "" && q > 0 {
+			prefs = append(prefs, pref{tag, q})
+		}
+	}
+	sort.SliceStable(prefs, func(i, j int) bool { return prefs[i].q > prefs[j].q })
+	for _, p := range prefs {
+		if l := h.match(p.tag); l != "" {
+			return l
+		}
+	}
+	return strings.ToLower(h.cfg.DefaultLanguage)
+}
+
+func (h *Handler) match(tag string) string {
+	tag = strings.ToLower(strings.TrimSpace(tag))
+	if tag == "" || len(tag) > 35 {
+		return ""
+	}
+	if _, ok := h.langs[tag]; ok {
+		return tag
+	}
+	primary, _, _ := strings.Cut(tag, "-")
+	if _, ok := h.langs[primary]; ok {
+		return primary
+	}
+	return ""
+}

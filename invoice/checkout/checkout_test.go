@@ -1,0 +1,165 @@
+package checkout_test
+
+import (
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/invoice/checkout"
+)
+
+func newServer(t *testing.T, cfg checkout.Config) *httptest.Server {
+	t.Helper()
+	h, err := checkout.New(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	h.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res, b
+}
+
+// assetRefs lists the same-origin assets the page loads.
+var assetRefs = regexp.MustCompile(`(?:src|href)="(checkout/assets/[^"]+)"`)
+
+func TestCheckout_EveryResponse_CarriesTheSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	res, page := get(t, srv.URL+"/checkout", nil)
+	refs := assetRefs.FindAllStringSubmatch(string(page), -1)
+	require.Len(t, refs, 2, "the page loads its script and its style")
+	urls := []string{"/checkout", "/checkout?lang=de", "/checkout/assets/nope.js", "/checkout/elsewhere"}
+	for _, r := range refs {
+		urls = append(urls, "/"+r[1])
+	}
+	for _, u := range urls {
+		res, _ = get(t, srv.URL+u, nil)
+		h := res.Header
+		csp := h.Get("Content-Security-Policy")
+		require.Contains(t, csp, "default-src 'self'", u)
+		require.Contains(t, csp, "script-src 'self';", u)
+		require.NotContains(t, csp, "unsafe-inline", u)
+		require.NotContains(t, csp, "unsafe-eval", u)
+		require.NotContains(t, csp, "http", u, "no third-party origin")
+		require.Contains(t, csp, "frame-ancestors 'none'", u)
+		require.Equal(t, "no-referrer", h.Get("Referrer-Policy"), u)
+		require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"), u)
+	}
+	require.NotRegexp(t, `<script>|<script [^>]*>[^<]|<style|\son[a-z]+=`, string(page), "no inline script, style or handler")
+}
+
+func TestCheckout_FrameAncestors_Configurable(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{FrameAncestors: []string{"https://shop.example", "https://*.shop.example"}})
+	res, _ := get(t, srv.URL+"/checkout", nil)
+	require.True(t, strings.HasSuffix(res.Header.Get("Content-Security-Policy"),
+		"frame-ancestors https://shop.example https://*.shop.example"), res.Header.Get("Content-Security-Policy"))
+	require.Empty(t, res.Header.Get("X-Frame-Options"), "framing by the named shops is allowed")
+
+	_, err := checkout.New(checkout.Config{FrameAncestors: []string{"https://a; script-src *"}})
+	require.Error(t, err, "a source cannot smuggle in another directive")
+}
+
+func TestCheckout_PageAndAssets_UnderOneHundredKB(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	_, page := get(t, srv.URL+"/checkout", nil)
+	total := len(page)
+	for _, r := range assetRefs.FindAllStringSubmatch(string(page), -1) {
+		res, b := get(t, srv.URL+"/"+r[1], nil)
+		require.Equal(t, http.StatusOK, res.StatusCode, r[1])
+		total += len(b)
+	}
+	t.Logf("page plus assets: %d bytes", total)
+	require.Less(t, total, 100*1024)
+}
+
+func TestCheckout_Language_FromQueryThenAcceptLanguage(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	for _, c := range []struct {
+		url, accept, want string
+	}{
+		{"/checkout", "", "en"},
+		{"/checkout", "de-CH, fr;q=0.8", "de"},
+		{"/checkout", "fr;q=0.9, de;q=0.5, en;q=0.1", "de"},
+		{"/checkout", "de;q=0, en", "en"},
+		{"/checkout?lang=de", "en", "de"},
+		{"/checkout?lang=xx", "de", "de"},
+		{"/checkout?lang=EN", "de", "en"},
+	} {
+		res, body := get(t, srv.URL+c.url, http.Header{"Accept-Language": {c.accept}})
+		require.Equal(t, c.want, res.Header.Get("Content-Language"), "%s %q", c.url, c.accept)
+		require.Contains(t, string(body), `<html lang="`+c.want+`">`)
+		require.Equal(t, "Accept-Language", res.Header.Get("Vary"))
+	}
+	_, body := get(t, srv.URL+"/checkout?lang=de", nil)
+	require.Contains(t, string(body), "Zahlungsanforderung")
+}
+
+// TestCatalogue_EveryLanguage_HasEveryMessage keeps the translations
+// complete: a missing message would show in English.
+func TestCatalogue_EveryLanguage_HasEveryMessage(t *testing.T) {
+	t.Parallel()
+	read := func(name string) map[string]string {
+		b, err := os.ReadFile(filepath.Join("messages", name))
+		require.NoError(t, err)
+		var m map[string]string
+		require.NoError(t, json.Unmarshal(b, &m), name)
+		return m
+	}
+	en := read("en.json")
+	names, err := fs.Glob(os.DirFS("messages"), "*.json")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(names), 2, "English and at least one other language")
+	placeholders := regexp.MustCompile(`\{\w+\}`)
+	for _, n := range names {
+		m := read(n)
+		for k, v := range en {
+			require.Contains(t, m, k, "%s lacks %q", n, k)
+			require.ElementsMatch(t, placeholders.FindAllString(v, -1), placeholders.FindAllString(m[k], -1),
+				"%s: %q has other placeholders than English", n, k)
+		}
+		for k := range m {
+			require.Contains(t, en, k, "%s has %q, which English lacks", n, k)
+		}
+	}
+	h, err := checkout.New(checkout.Config{})
+	require.NoError(t, err)
+	require.Len(t, h.Languages(), len(names), "every file is a language")
+}
+
+func TestCheckout_Method_OnlyGET(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	res, err := http.Post(srv.URL+"/checkout", "text/plain", nil)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
+	require.Equal(t, "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+		res.Header.Get("Content-Security-Policy"))
+}

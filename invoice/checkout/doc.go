@@ -1,0 +1,18 @@
+// Package checkout serves the hosted checkout page: the payer's side of an
+// invoice, an http.Handler with its script, style and message catalogue
+// embedded (no build step, nothing fetched from a third party).
+//
+// Invoice creation answers checkout_url, "<base>/checkout#<lookup_token>".
+// The token is the URL fragment, which browsers send to no server and put
+// in no Referer, so it never reaches an access log. The page reads it and
+// polls the invoice API's public read (GET /v1/public/invoice, the token
+// as bearer) every Config.PollInterval, showing the invoice as it moves:
+// waiting for payment (amount, address, QR code, "Open in wallet" and
+// "Pay with browser wallet" through EIP-1193), payment seen with its
+// confirmations, underpaid with the remainder, paid, or expired.
+//
+// Every answer carries a strict Content-Security-Policy (no inline
+// script, default-src 'self'), Referrer-Policy: no-referrer and
+// X-Content-Type-Options: nosniff. Messages live in messages/<lang>.json:
+// adding a language is adding one file. See docs/checkout.md.
+package checkout
