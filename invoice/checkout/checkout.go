@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/evmpay/evmpay/store/httpapi"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -21,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/evmpay/evmpay/store/httpapi"
 )
 
 //go:embed page.html assets messages
