@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
@@ -100,7 +101,49 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 		url:     "http://" + net.JoinHostPort(host, strconv.Itoa(port)),
 		period:  period,
 	}
+	// Until the first block, go-ethereum's transaction indexer reports
+	// itself behind, and the node answers a receipt lookup of a pending
+	// transaction with -32000 "transaction indexing is in progress" instead
+	// of null, which ethers.js, viem and wallets treat as a failure. Seal
+	// block 1 and wait for the indexer before anybody can send.
+	if err := c.seal(context.Background()); err != nil {
+		_ = backend.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// syncProgress is the part of ethclient.Client behind the simulated
+// backend's client that seal needs.
+type syncProgress interface {
+	SyncProgress(context.Context) (*ethereum.SyncProgress, error)
+}
+
+// seal seals a block and returns once go-ethereum's background
+// transaction indexer has caught up with it (eth_syncing reports done), so
+// that a receipt lookup never meets an indexer behind the head.
+func (c *devChain) seal(ctx context.Context) error {
+	c.backend.Commit()
+	sp, ok := c.backend.Client().(syncProgress)
+	if !ok {
+		return errors.New("dev chain: the simulated client does not answer eth_syncing")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		p, err := sp.SyncProgress(ctx)
+		if err != nil {
+			return fmt.Errorf("dev chain: eth_syncing: %w", err)
+		}
+		if p == nil || p.Done() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dev chain: transaction indexer still %d blocks behind: %w", p.TxIndexRemainingBlocks, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // newSimulatedBackend turns the simulated backend's panics (a port already
@@ -125,7 +168,9 @@ func (c *devChain) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			c.backend.Commit()
+			if err := c.seal(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
 		}
 	}
 }
