@@ -28,6 +28,13 @@ type SweepStore interface {
 	// ListUnminedSweepTxs returns the transactions from addr that are
 	// SIGNED or SENT, by nonce then id.
 	ListUnminedSweepTxs(ctx context.Context, from common.Address) ([]SweepTx, error)
+	// ListSweepTxsByNonce returns every transaction of kind from addr at
+	// nonce, whatever its status (replaced and failed ones included), by
+	// id: an original and its replacements.
+	ListSweepTxsByNonce(ctx context.Context, from common.Address, kind string, nonce uint64) ([]SweepTx, error)
+	// IsDepositAddress reports whether addr is the deposit address of an
+	// invoice, archived ones included.
+	IsDepositAddress(ctx context.Context, addr common.Address) (bool, error)
 	// ListInvoicesBySweepStatus returns invoices whose sweep_status is
 	// status and whose id is greater than afterID, by id, at most limit
 	// (defaults to 100).

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,9 +44,11 @@ type Config struct {
 	// chains the feemarket's min_gas_price): every transaction offers at
 	// least this effective price per gas. Defaults to 0.
 	MinGasPrice store.Amount
-	// MaxFeePerGas caps the fee cap of every transaction, replacements
-	// included. Defaults to 0: no cap (replacements are still bounded by
-	// MaxAttempts).
+	// MaxFeePerGas is the absolute ceiling of the fee cap of every
+	// transaction, replacements included: a stuck transaction is never
+	// re-priced above it (the sweeper stops replacing it and raises an
+	// operator alert instead). Defaults to the larger of 1,000 gwei
+	// (DefaultMaxFeePerGas) and 10 × MinGasPrice.
 	MaxFeePerGas store.Amount
 	// ReplaceAfterBlocks: a transaction the node accepted but did not mine
 	// within this many blocks is replaced (same nonce, fee bumped by at
@@ -54,7 +57,12 @@ type Config struct {
 	// MaxAttempts bounds the retries of one sweep — replacements,
 	// "nonce too low" and "underpriced" retries: the retry after the
 	// MaxAttempts-th marks it FAILED with its last error instead. The
-	// operator retry endpoint resets the count. Defaults to 6.
+	// operator retry endpoint resets the count (an operator's decision to
+	// try again). It is also the replacement cap of a gas top-up: its
+	// nonce is re-signed at most MaxAttempts times, counted from the
+	// stored transactions (restarts and replicas included); then the
+	// sweeper stops re-pricing it, keeps re-broadcasting it as it is, and
+	// raises an operator alert. Defaults to 6.
 	MaxAttempts int
 	// PollInterval is how often Run looks at the chain head; a pass runs on
 	// every new head. Defaults to 1s.
@@ -81,6 +89,15 @@ type Config struct {
 	// GasReserveFloor is the smallest derived reserve. Defaults to 1e17 wei
 	// (0.1 of a native unit).
 	GasReserveFloor store.Amount
+	// ChainGuard, when set, is asked before any stored signed transaction
+	// is broadcast or re-broadcast (sweeps, fundings, top-ups,
+	// replacements) and at the start of every pass: on an error nothing
+	// is sent, the pass stops with an error log, and WalletStatus shows
+	// the error in its Alerts. It is how a host refuses to send to a node
+	// that serves another chain than the one the transactions were signed
+	// for (same chain id, another chain: a reset dev chain, a wrong node).
+	// It is called often: keep it cheap (cache). Defaults to nil: no check.
+	ChainGuard ChainGuard
 	// OperatorToken authenticates the admin endpoints (Authorization:
 	// Bearer). Defaults to "": the admin endpoints answer 503.
 	OperatorToken string
@@ -94,6 +111,17 @@ type Config struct {
 	Now func() time.Time
 }
 
+// ChainGuard checks that the node still serves the chain the stored
+// transactions were signed for.
+type ChainGuard interface {
+	// CheckChain returns an error when the node's chain is not the one
+	// the service's data belongs to (or cannot be checked now).
+	CheckChain(ctx context.Context) error
+}
+
+// DefaultMaxFeePerGas is the smallest default MaxFeePerGas: 1,000 gwei.
+func DefaultMaxFeePerGas() *big.Int { return big.NewInt(1_000_000_000_000) }
+
 func (c Config) withDefaults() Config {
 	c.Policy = cmp.Or(c.Policy, PolicySponsor)
 	c.Confirmations = cmp.Or(c.Confirmations, 12)
@@ -105,6 +133,9 @@ func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, 100)
 	c.Lease = cmp.Or(c.Lease, time.Minute)
 	c.RetryBackoff = cmp.Or(c.RetryBackoff, 15*time.Second)
+	if c.MaxFeePerGas.IsZero() {
+		c.MaxFeePerGas = amountOf(bigMax(DefaultMaxFeePerGas(), new(big.Int).Mul(c.MinGasPrice.Big(), big.NewInt(10))))
+	}
 	if c.GasReserveFloor.IsZero() {
 		c.GasReserveFloor = store.NewAmount(1e17)
 	}
@@ -138,7 +169,7 @@ func (c Config) validate() error {
 	if c.Lease < 10*time.Second {
 		return errors.New("sweep: Lease must be at least 10s")
 	}
-	if !c.MaxFeePerGas.IsZero() && c.MaxFeePerGas.Cmp(c.MinGasPrice) < 0 {
+	if c.MaxFeePerGas.Cmp(c.MinGasPrice) < 0 {
 		return errors.New("sweep: MaxFeePerGas is below MinGasPrice")
 	}
 	return nil

@@ -28,6 +28,17 @@ const (
 	// ReasonNotMined: the transaction was accepted but not mined after a
 	// bounded number of replacements.
 	ReasonNotMined = "transaction not mined"
+	// ReasonReplacementCap: a gas top-up was replaced MaxAttempts times,
+	// the replacement cap, and is still not mined: the sweeper stops
+	// re-pricing it and raises an operator alert (WalletStatus.Alerts, the
+	// replacement_stopped metric, an error log). Its stored bytes stay
+	// valid; look for what blocks it (a nonce gap, a node that drops it).
+	// (A sweep at its cap FAILS with ReasonNotMined and the same alert.)
+	ReasonReplacementCap = "replacement cap reached"
+	// ReasonFeeCeiling: a stuck transaction is already priced at
+	// MaxFeePerGas, the fee ceiling, and is not re-priced above it (an
+	// operator alert); the sweep FAILS with it once its retries are used.
+	ReasonFeeCeiling = "fee ceiling reached"
 	// ReasonReverted: a sweep or funding transaction was mined and failed.
 	ReasonReverted = "transaction reverted"
 	// ReasonNothingToSweep: the deposit address holds nothing of the payer's.
@@ -46,6 +57,10 @@ const (
 	// ReasonSettlementIsContract: the settlement address has code; only
 	// plain transfers (21000 gas) are supported.
 	ReasonSettlementIsContract = "settlement address is a contract"
+	// ReasonSettlementIsService: the settlement address is one the service
+	// derives or holds — a deposit address, the sweep wallet or the gas
+	// funder. Funds sent there are credited to nothing, so nothing is sent.
+	ReasonSettlementIsService = "settlement address belongs to this service"
 	// ReasonChainMismatch: the invoice is for another chain than the node's.
 	ReasonChainMismatch = "invoice chain id mismatch"
 	// ReasonNoWallet: PolicySponsor without a sweep wallet signer.

@@ -46,11 +46,18 @@ func (s *Sweeper) bumped(p *pass, old fee) fee {
 	return s.clamp(fee{cap: bigMax(bump(old.cap), fresh.cap), tip: bigMax(bump(old.tip), fresh.tip)})
 }
 
-// clamp applies MaxFeePerGas and keeps tip ≤ cap.
+// replaceable reports whether a replacement priced next may replace one
+// priced old: nodes refuse a replacement that does not raise both the cap
+// and the tip by 10% (go-ethereum's price bump), so one that MaxFeePerGas
+// held back from the full bump is not made; the fee ceiling is reached.
+func replaceable(old, next fee) bool {
+	return next.cap.Cmp(bump(old.cap)) >= 0 && next.tip.Cmp(bump(old.tip)) >= 0
+}
+
+// clamp applies MaxFeePerGas (always set: it has a default) and keeps
+// tip ≤ cap.
 func (s *Sweeper) clamp(f fee) fee {
-	if !s.cfg.MaxFeePerGas.IsZero() {
-		f.cap = bigMin(f.cap, s.cfg.MaxFeePerGas.Big())
-	}
+	f.cap = bigMin(f.cap, s.cfg.MaxFeePerGas.Big())
 	f.tip = bigMin(f.tip, f.cap)
 	return f
 }

@@ -26,7 +26,7 @@ func TestFreshFee(t *testing.T) {
 		{"capped by MaxFeePerGas", gwei(4), gwei(1), store.Amount{}, store.NewAmount(6e9), gwei(6), gwei(1)},
 		{"tip never above the cap", gwei(0), gwei(9), store.Amount{}, store.NewAmount(6e9), gwei(6), gwei(6)},
 	} {
-		s := &Sweeper{cfg: Config{MinGasPrice: c.min, MaxFeePerGas: c.max}}
+		s := &Sweeper{cfg: Config{MinGasPrice: c.min, MaxFeePerGas: c.max}.withDefaults()}
 		f := s.freshFee(&pass{baseFee: c.base, tip: c.tip})
 		require.Equal(t, 0, f.cap.Cmp(c.wantCap), "%s: cap %s", c.name, f.cap)
 		require.Equal(t, 0, f.tip.Cmp(c.wantTip), "%s: tip %s", c.name, f.tip)
@@ -53,7 +53,7 @@ func TestBump_AtLeastTenPercentAndNeverStill(t *testing.T) {
 		require.GreaterOrEqual(t, b*100, x*110, "bump(%d) = %d is below +10%%", x, b)
 		require.Greater(t, b, x)
 	}
-	s := &Sweeper{}
+	s := &Sweeper{cfg: Config{}.withDefaults()}
 	old := fee{cap: big.NewInt(100), tip: big.NewInt(10)}
 	f := s.bumped(&pass{baseFee: big.NewInt(1), tip: big.NewInt(1)}, old)
 	require.EqualValues(t, 113, f.cap.Int64())

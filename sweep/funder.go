@@ -40,6 +40,11 @@ type WalletStatus struct {
 	NeedsTopUp bool `json:"needs_top_up"`
 	// Funder is the gas funder's state; nil when none is configured.
 	Funder *FunderStatus `json:"funder,omitempty"`
+	// Alerts are conditions an operator must look at: the chain guard
+	// refusing the node (nothing is broadcast), and sweep-wallet or
+	// gas-funder transactions stuck at the replacement cap or the fee
+	// ceiling (no longer re-priced). Empty when all is well.
+	Alerts []string `json:"alerts,omitempty"`
 }
 
 // FunderStatus is the gas funder's state.
@@ -57,13 +62,36 @@ func (s *Sweeper) WalletStatus(ctx context.Context) (WalletStatus, error) {
 	if s.keys.Wallet == nil {
 		return WalletStatus{}, errors.New("sweep: no sweep wallet configured")
 	}
+	var guardAlert string
+	if err := s.checkChain(ctx); err != nil {
+		guardAlert = err.Error()
+	}
 	p, err := s.newPass(ctx)
 	if err != nil {
 		return WalletStatus{}, err
 	}
 	ws, err := s.walletStatus(ctx, p)
-	if err != nil || s.keys.Funder == nil {
+	if err != nil {
 		return ws, err
+	}
+	if guardAlert != "" {
+		ws.Alerts = append(ws.Alerts, guardAlert)
+	}
+	stuck := 0
+	for _, k := range []AccountSigner{s.keys.Wallet, s.keys.Funder} {
+		if k == nil {
+			continue
+		}
+		alerts, err := s.stuckAlerts(ctx, p, k.Address())
+		if err != nil {
+			return ws, err
+		}
+		stuck += len(alerts)
+		ws.Alerts = append(ws.Alerts, alerts...)
+	}
+	s.m.stuck.Set(float64(stuck))
+	if s.keys.Funder == nil {
+		return ws, nil
 	}
 	funder := s.keys.Funder.Address()
 	bal, err := s.chain.BalanceAt(ctx, funder, p.headNumber())
@@ -220,9 +248,26 @@ func (s *Sweeper) topUp(ctx context.Context, p *pass) error {
 			s.m.funderEmpty.Set(1)
 			s.log.ErrorContext(ctx, "sweep: the gas funder cannot pay the top-up", slog.String("funder", funder.Hex()),
 				slog.String("value_wei", live.ValueWei.String()))
-		case v.replace && len(sl.txs) <= s.cfg.MaxAttempts:
+		case v.replace:
+			// The slot holds only the unmined transaction (replaced ones
+			// are not listed): count the nonce's replacements in the store.
+			hist, err := s.st.ListSweepTxsByNonce(ctx, funder, store.SweepTxTopUp, live.Nonce)
+			if err != nil {
+				return err
+			}
+			if s.replacementCapped(hist) {
+				s.stopReplacing(ctx, live, ReasonReplacementCap)
+				if err := s.keepSending(ctx, p, live); err != nil {
+					return err
+				}
+				break
+			}
 			f := s.bumped(p, feeOf(*live))
-			if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
+			if !replaceable(feeOf(*live), f) {
+				s.stopReplacing(ctx, live, ReasonFeeCeiling)
+				if err := s.keepSending(ctx, p, live); err != nil {
+					return err
+				}
 				break
 			}
 			rec, err := s.signAndStore(ctx, p, spec{
@@ -270,6 +315,17 @@ func (s *Sweeper) topUp(ctx context.Context, p *pass) error {
 		s.m.funderEmpty.Set(0)
 	}
 	return nil
+}
+
+// keepSending re-broadcasts, once per block, the stored bytes of a
+// transaction no longer re-priced, so that a node that dropped it has it
+// again when whatever blocks it clears (never a new signature).
+func (s *Sweeper) keepSending(ctx context.Context, p *pass, t *store.SweepTx) error {
+	if t.SentBlock != nil && p.number <= *t.SentBlock {
+		return nil
+	}
+	_, err := s.broadcast(ctx, p, t)
+	return err
 }
 
 func (s *Sweeper) funderSigner(ctx context.Context, tx *types.Transaction) (*types.Transaction, error) {

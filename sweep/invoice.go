@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"log/slog"
 	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -153,6 +154,15 @@ func (s *Sweeper) target(ctx context.Context, p *pass, inv store.Invoice) (commo
 	if len(code) > 0 {
 		return common.Address{}, ReasonSettlementIsContract, nil
 	}
+	own, err := s.serviceAddress(ctx, m.SettlementAddress)
+	if err != nil {
+		return common.Address{}, "", err
+	}
+	if own {
+		s.log.ErrorContext(ctx, "sweep: refusing to sweep to an address of this service", slog.Int64("invoice_id", inv.ID),
+			slog.Int64("merchant_id", m.ID), slog.String("settlement_address", m.SettlementAddress.Hex()))
+		return common.Address{}, ReasonSettlementIsService, nil
+	}
 	return m.SettlementAddress, "", nil
 }
 
@@ -211,11 +221,13 @@ func (s *Sweeper) advanceSponsor(ctx context.Context, p *pass, inv store.Invoice
 		case v.replace:
 			live := sl.live()
 			if s.exhausted(inv) {
+				s.stopReplacing(ctx, live, ReasonReplacementCap)
 				return failWith(replaceReason(live)), nil
 			}
 			f := s.bumped(p, feeOf(*live))
-			if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
-				return retryWith(status, ReasonNotMined), nil // at MaxFeePerGas: nothing to bump
+			if !replaceable(feeOf(*live), f) {
+				s.stopReplacing(ctx, live, ReasonFeeCeiling)
+				return retryWith(status, ReasonFeeCeiling), nil // at MaxFeePerGas: nothing to bump
 			}
 			rec, err := s.signAndStore(ctx, p, spec{
 				kind: store.SweepTxFunding, invoiceID: &inv.ID, from: live.From, to: live.To,
@@ -318,11 +330,13 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 			return outcome{status: store.SweepSent}, nil
 		}
 		if s.exhausted(inv) {
+			s.stopReplacing(ctx, live, ReasonReplacementCap)
 			return failWith(replaceReason(live)), nil
 		}
 		f := s.bumped(p, feeOf(*live))
-		if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
-			return retryWith(store.SweepSent, ReasonNotMined), nil
+		if !replaceable(feeOf(*live), f) {
+			s.stopReplacing(ctx, live, ReasonFeeCeiling)
+			return retryWith(store.SweepSent, ReasonFeeCeiling), nil
 		}
 		if need := gasCost(transferGas, f.cap); funded.Cmp(need) < 0 {
 			// The sweep keeps its status (SENT) while the extra gas is
@@ -452,11 +466,13 @@ func (s *Sweeper) advanceDeduct(ctx context.Context, p *pass, inv store.Invoice,
 		return failWith(live.LastError), nil
 	case v.replace:
 		if s.exhausted(inv) {
+			s.stopReplacing(ctx, live, ReasonReplacementCap)
 			return failWith(replaceReason(live)), nil
 		}
 		f := s.bumped(p, feeOf(*live))
-		if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
-			return retryWith(store.SweepSent, ReasonNotMined), nil
+		if !replaceable(feeOf(*live), f) {
+			s.stopReplacing(ctx, live, ReasonFeeCeiling)
+			return retryWith(store.SweepSent, ReasonFeeCeiling), nil
 		}
 		o, err := s.deductSweep(ctx, p, inv, seen, live.To, f, live)
 		if err == nil && o.fail == "" {

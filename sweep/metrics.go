@@ -11,6 +11,7 @@ import (
 // gauge's type): exact figures are in WalletStatus.
 type metrics struct {
 	balance, spend, reserve, low, funderEmpty prometheus.Gauge
+	stuck, chainGuard                         prometheus.Gauge
 
 	swept      prometheus.Counter
 	topUps     prometheus.Counter
@@ -19,6 +20,7 @@ type metrics struct {
 	replaced   *prometheus.CounterVec // by kind
 	reorged    *prometheus.CounterVec // by kind
 	broadcasts *prometheus.CounterVec // by kind and node answer
+	stopped    *prometheus.CounterVec // by kind and reason: replacing stopped (operator alert)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,6 +39,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reserve:     gauge("wallet_reserve_wei", "Sweep wallet balance below which the gas funder tops it up, in wei."),
 		low:         gauge("wallet_low", "1 when the sweep wallet balance is below half its 24-hour gas spend (alert)."),
 		funderEmpty: gauge("funder_cannot_pay", "1 when the gas funder's last top-up was refused for insufficient funds."),
+		stuck:       gauge("stuck_transactions", "Unmined sweep-wallet and gas-funder transactions no longer re-priced: at the replacement cap or the fee ceiling (alert)."),
+		chainGuard:  gauge("chain_guard_failed", "1 when the chain guard refused the node at the last check: nothing is broadcast (alert)."),
 		swept:       counter("swept_total", "Invoices swept and settled."),
 		topUps:      counter("topups_total", "Top-ups of the sweep wallet signed by the gas funder."),
 		failed:      vec("failed_total", "Sweeps marked FAILED, by sweep_error.", "sweep_error"),
@@ -44,12 +48,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		replaced:    vec("replaced_total", "Replacements (same nonce, bumped fee), by kind.", "kind"),
 		reorged:     vec("reorged_total", "Mined transactions reorged out and re-broadcast, by kind.", "kind"),
 		broadcasts:  vec("broadcasts_total", "Broadcasts of stored transactions, by kind and the node's answer.", "kind", "answer"),
+		stopped: vec("replacement_stopped_total", "Stuck transactions the sweeper stopped re-pricing (replacement cap or fee ceiling), by kind and reason.",
+			"kind", "reason"),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.balance, m.spend, m.reserve, m.low, m.funderEmpty, m.swept, m.topUps,
-		m.failed, m.signed, m.replaced, m.reorged, m.broadcasts} {
+	for _, c := range []prometheus.Collector{m.balance, m.spend, m.reserve, m.low, m.funderEmpty, m.stuck, m.chainGuard, m.swept,
+		m.topUps, m.failed, m.signed, m.replaced, m.reorged, m.broadcasts, m.stopped} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

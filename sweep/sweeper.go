@@ -31,6 +31,10 @@ type Sweeper struct {
 	chainID *big.Int
 	signer  types.Signer
 
+	// alerted holds the stuck transactions already alerted on (tx hash and
+	// reason), so that the error log and metric fire once per process.
+	alerted sync.Map
+
 	// tipHook, set by tests only, replaces the node's suggested tip: a tip
 	// below the miner's minimum makes the simulated node accept a
 	// transaction and never mine it, as Cosmos EVM nodes do.
@@ -110,6 +114,11 @@ func (s *Sweeper) RunOnce(ctx context.Context) error {
 
 func (s *Sweeper) runOnce(ctx context.Context, stop <-chan struct{}) error {
 	if _, err := s.loadChainID(ctx); err != nil {
+		return err
+	}
+	if err := s.checkChain(ctx); err != nil {
+		s.log.ErrorContext(ctx, "sweep: pass stopped: the chain guard refused the node; nothing is broadcast",
+			slog.String("error", err.Error()))
 		return err
 	}
 	p, err := s.newPass(ctx)

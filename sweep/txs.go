@@ -161,6 +161,13 @@ func (s *Sweeper) broadcast(ctx context.Context, p *pass, t *store.SweepTx) (cla
 	if err := tx.UnmarshalBinary(t.RawTx); err != nil {
 		return classRejected, fmt.Errorf("decode stored tx %s: %w", t.TxHash.Hex(), err)
 	}
+	if err := s.checkChain(ctx); err != nil {
+		// Nothing sent: a transient failure, retried once the node serves
+		// the right chain again.
+		s.log.ErrorContext(ctx, "sweep: not broadcasting: the chain guard refused the node", slog.String("kind", t.Kind),
+			slog.String("tx_hash", t.TxHash.Hex()), slog.String("error", err.Error()))
+		return classTransient, err
+	}
 	sendErr := s.chain.SendTransaction(ctx, &tx)
 	c := classify(sendErr)
 	s.m.broadcasts.WithLabelValues(t.Kind, c.String()).Inc()

@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,7 +12,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -48,7 +52,8 @@ type result struct {
 	// request at a time until it answers).
 	unreachable bool
 	retryAfter  time.Duration // asked for by a 429 or 503
-	lastError   string
+	lastError   string        // what the merchant sees: a neutral class
+	detail      string        // the cause in full, for the operator log only
 }
 
 // notSentError is the last_error of an attempt not sent because the
@@ -88,6 +93,11 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 	}
 	end := d.cfg.Now()
 	rec := d.next(j.d, res, start, end)
+	if res.detail != "" {
+		// The cause in full is for the operator only (last_error holds
+		// its class).
+		log = log.With(slog.String("detail", res.detail))
+	}
 	res.outcome = outcomeOf(rec, res)
 	switch res.outcome {
 	case outcomeDelivered:
@@ -112,15 +122,70 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		log.WarnContext(ctx, "webhook: final attempt failed; delivery permanently failed", slog.Int("attempt", rec.Attempt),
 			slog.String("last_error", rec.LastError))
 	}
-	rctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	if err := d.st.RecordDeliveryAttempt(rctx, rec, j.lease); err != nil {
-		// The webhook may have been sent: it is sent again once the lease
-		// expires (at least once; the receiver deduplicates on webhook-id).
-		log.ErrorContext(ctx, "webhook: recording an attempt; it will be repeated when the lease expires",
-			slog.Int("attempt", rec.Attempt), slog.Any("error", err))
-	}
+	d.record(ctx, j, rec, log)
 	return res
+}
+
+// Retrying the recording of an attempt: the first wait, the longest, and
+// the part of the lease kept free at the end (so that no other dispatcher
+// can have taken the delivery over when a retry lands).
+const (
+	recordBackoff    = 100 * time.Millisecond
+	recordBackoffMax = 2 * time.Second
+	recordMargin     = 5 * time.Second
+)
+
+// record writes an attempt's result. When the database is briefly
+// unavailable it tries again, with a bounded backoff, while the lease
+// still holds the delivery (and until Run is stopped): an acknowledged
+// webhook is then not sent again when the lease expires. A lost lease
+// (store.ErrConflict) ends it at once.
+func (d *Dispatcher) record(ctx context.Context, j *job, rec store.Delivery, log *slog.Logger) {
+	d.mu.Lock()
+	stop := d.runCtx
+	d.mu.Unlock()
+	if stop == nil {
+		stop = ctx
+	}
+	// The lease is on the dispatcher's clock (Config.Now); the waits are
+	// real time: keep to what is left of the lease now.
+	deadline := time.Now().Add(j.lease.Sub(d.cfg.Now()) - recordMargin)
+	wait := recordBackoff
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		err := d.st.RecordDeliveryAttempt(rctx, rec, j.lease)
+		cancel()
+		if err == nil {
+			if try > 1 {
+				log.InfoContext(ctx, "webhook: attempt recorded after retrying", slog.Int("attempt", rec.Attempt), slog.Int("tries", try))
+			}
+			return
+		}
+		if errors.Is(err, store.ErrConflict) {
+			// Lost (or, after an answer that never arrived, already
+			// written): either way nothing more to do here.
+			log.WarnContext(ctx, "webhook: recording an attempt: the lease is no longer held", slog.Int("attempt", rec.Attempt),
+				slog.Int("tries", try), slog.Any("error", err))
+			return
+		}
+		if time.Now().Add(wait).After(deadline) || stop.Err() != nil {
+			// The webhook may have been sent: it is sent again once the
+			// lease expires (at least once; the receiver deduplicates on
+			// webhook-id).
+			log.ErrorContext(ctx, "webhook: recording an attempt failed; it will be repeated when the lease expires",
+				slog.Int("attempt", rec.Attempt), slog.Int("tries", try), slog.Any("error", err))
+			return
+		}
+		log.WarnContext(ctx, "webhook: recording an attempt failed; retrying within the lease", slog.Int("attempt", rec.Attempt),
+			slog.Int("tries", try), slog.Duration("wait", wait), slog.Any("error", err))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-stop.Done():
+			t.Stop()
+		}
+		wait = min(2*wait, recordBackoffMax)
+	}
 }
 
 func outcomeOf(rec store.Delivery, res result) string {
@@ -228,7 +293,7 @@ func (d *Dispatcher) send(ctx context.Context, j *job, now time.Time, log *slog.
 	resp, err := d.client.Do(req)
 	if err != nil {
 		d.met.duration.Observe(time.Since(sent).Seconds())
-		return d.networkFailure(err)
+		return d.networkFailure(err, u.Hostname())
 	}
 	// Read a little of the body so that the connection can be reused; the
 	// body itself is never stored.
@@ -255,25 +320,71 @@ func (d *Dispatcher) send(ctx context.Context, j *job, now time.Time, log *slog.
 	return res
 }
 
-// networkFailure classifies a request that got no response.
-func (d *Dispatcher) networkFailure(err error) result {
-	switch {
-	case errors.Is(err, errBlockedDestination):
-		return result{outcome: outcomeFailed, lastError: "webhook_url resolves to a private address, which is not allowed"}
-	case errors.Is(err, context.DeadlineExceeded):
-		return result{outcome: outcomeRetry, unreachable: true, lastError: fmt.Sprintf("timeout after %s", d.cfg.Timeout)}
-	}
+// Neutral classes of a request that got no response, as merchants see
+// them in last_error. The cause in full (resolver addresses, internal host
+// names) goes to the operator log only.
+const (
+	// errNoPublicHost: the name does not resolve, or resolves only to
+	// addresses BlockPrivateNetworks refuses. One class for both, so that
+	// a merchant cannot tell which internal names exist.
+	errNoPublicHost = "connection failed: host not found or not a public address"
+	// errPrivateLiteral: the URL's host is an address literal that
+	// BlockPrivateNetworks refuses.
+	errPrivateLiteral = "refused: not a public address"
+	errConnect        = "connection failed"
+	errTLS            = "connection failed: TLS handshake"
+)
+
+// networkFailure classifies a request that got no response. A host given
+// as a private address literal fails without retry; everything else is
+// retried on the ladder (a name resolving to a private address too: it is
+// indistinguishable from a name that does not resolve, on purpose).
+func (d *Dispatcher) networkFailure(err error, host string) result {
 	// url.Error carries the whole URL, which may hold credentials: keep
 	// only the cause.
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	msg := "network error: " + err.Error()
-	if len(msg) > maxErrorLen {
-		msg = strings.ToValidUTF8(msg[:maxErrorLen], "")
+	detail := err.Error()
+	if len(detail) > 4*maxErrorLen {
+		detail = strings.ToValidUTF8(detail[:4*maxErrorLen], "")
 	}
-	return result{outcome: outcomeRetry, unreachable: true, lastError: msg}
+	res := result{outcome: outcomeRetry, unreachable: true, detail: detail}
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errBlockedDestination) && isAddrLiteral(host):
+		res.outcome, res.unreachable, res.lastError = outcomeFailed, false, errPrivateLiteral
+	case errors.Is(err, errBlockedDestination), errors.As(err, &dnsErr):
+		res.lastError = errNoPublicHost
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		res.lastError = fmt.Sprintf("timeout after %s", d.cfg.Timeout)
+	case isTLSError(err):
+		res.lastError = errTLS
+	default:
+		res.lastError = errConnect
+	}
+	return res
+}
+
+// isAddrLiteral reports whether a URL host (no port) is an IP address.
+func isAddrLiteral(host string) bool {
+	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil
+}
+
+func isTLSError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		alert    tls.AlertError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.

@@ -70,7 +70,10 @@ type Config struct {
 	// (RFC 1918, RFC 4193), link-local (cloud metadata at 169.254.169.254),
 	// CGNAT, multicast and unspecified addresses, checked on the address
 	// actually dialled (after DNS, so DNS rebinding does not get around
-	// it); such a delivery fails without automatic retry. Environment
+	// it). A URL whose host is such an address literal fails without
+	// automatic retry; a host name that resolves to one is retried on the
+	// ladder with the same neutral last_error as a name that does not
+	// resolve, so merchants cannot probe internal names. Environment
 	// proxies are not used when it is set. It cannot be combined with
 	// Transport (put the check in your transport instead). Defaults to
 	// false, because development and tests deliver to loopback; turn it on

@@ -65,6 +65,8 @@ type Dispatcher struct {
 	// workCtx is the context of attempts: Run's, without its cancellation,
 	// so that attempts in flight finish when Run is stopped.
 	workCtx context.Context
+	// runCtx is Run's context: retries of a failed recording stop with it.
+	runCtx context.Context
 }
 
 // lane is the work claimed for one merchant's endpoint.
@@ -146,6 +148,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = false
 	d.workCtx = context.WithoutCancel(ctx)
+	d.runCtx = ctx
 	d.mu.Unlock()
 
 	var loops sync.WaitGroup

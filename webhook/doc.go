@@ -34,8 +34,13 @@
 //
 // Every attempt is recorded on the delivery: delivered, response_status
 // (NULL on a timeout or network error), attempt, last_attempt_at (the
-// signed timestamp), next_attempt_at and a short last_error (the status
-// line or the network error without the URL; never a body or a secret).
+// signed timestamp), next_attempt_at and a short last_error: the status
+// line or a neutral class of network error ("timeout after 15s",
+// "connection failed", "connection failed: host not found or not a public
+// address", "refused: not a public address"), never a body, a secret, a
+// resolver address or an internal host name (those go to the operator log
+// only). A FAILED delivery has a FailureReason: FailedEndpointBroken or
+// FailedAttemptsExhausted.
 //
 //   - 2xx: DELIVERED.
 //   - 5xx, 408, 429, a timeout (Config.Timeout, 15 s) or a network error:
@@ -51,8 +56,10 @@
 //     refuses this webhook and retrying will not change that, so the
 //     delivery is FAILED at once, without automatic retry, and replayable.
 //   - A merchant without a usable webhook_url (empty, not http/https, a
-//     private address under BlockPrivateNetworks), disabled, or missing:
-//     FAILED at once, replayable once fixed.
+//     private address literal under BlockPrivateNetworks), disabled, or
+//     missing: FAILED at once, replayable once fixed. A host name that
+//     resolves only to refused addresses is retried like one that does not
+//     resolve, with the same last_error.
 //   - A secret that cannot be opened (our side): retried on the ladder;
 //     nothing unsigned is ever sent.
 //

@@ -144,6 +144,10 @@ type deliveryView struct {
 	LastError      string     `json:"last_error"`
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+
+	// FailureReason says why a FAILED delivery failed (FailedEndpointBroken
+	// or FailedAttemptsExhausted); omitted otherwise.
+	FailureReason string `json:"failure_reason,omitempty"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -159,7 +163,7 @@ func view(d store.Delivery) deliveryView {
 		ID: d.ID, EventID: EventID(d.EventID), EventType: d.EventType, InvoiceID: d.InvoiceID,
 		Status: d.Status, Delivered: d.Delivered, ResponseStatus: d.ResponseStatus, Attempt: d.Attempt,
 		LastAttemptAt: utcPtr(d.LastAttemptAt), NextAttemptAt: utcPtr(d.NextAttemptAt), LastError: d.LastError,
-		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		FailureReason: FailureReason(d, MaxAttempts), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/problem"
 	"github.com/evmpay/evmpay/sweep"
+	"github.com/evmpay/evmpay/webhook"
 )
 
 // buildOps adds what every process serves — health, readiness, metrics —
@@ -80,8 +81,12 @@ type statusReport struct {
 	StalePaidPending []int64 `json:"stale_paid_pending"`
 	// UnsweptConfirmed: CONFIRMED invoices with no sweep transaction.
 	UnsweptConfirmed []int64 `json:"unswept_confirmed"`
-	// FailedDeliveries: webhook deliveries failed at their last attempt.
-	FailedDeliveries int64 `json:"failed_deliveries_final"`
+	// FailedDeliveries: webhook deliveries that ended FAILED, whatever
+	// the reason; FailedByReason splits them (webhook.FailedEndpointBroken:
+	// refused before the ladder's end, such as a 410 at attempt 1;
+	// webhook.FailedAttemptsExhausted: every attempt failed).
+	FailedDeliveries int64            `json:"failed_deliveries_final"`
+	FailedByReason   map[string]int64 `json:"failed_deliveries_final_by_reason"`
 	// SweepWallet is the sweep wallet's state (processes with the sweep
 	// role); Low is the alert: balance below 0.5 × its 24-hour gas spend.
 	SweepWallet *sweep.WalletStatus `json:"sweep_wallet,omitempty"`
@@ -103,10 +108,13 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 		rep.StalePaidPending = invoiceIDs(c.StalePaidPending)
 		rep.UnsweptConfirmed = invoiceIDs(c.UnsweptConfirmed)
 	}
-	if n, err := a.st.CountDeliveries(ctx, store.DeliveryFailed, maxWebhookAttempts); err != nil {
+	if byReason, err := failedDeliveries(ctx, a.st); err != nil {
 		rep.Errors = append(rep.Errors, "deliveries: database unavailable")
 	} else {
-		rep.FailedDeliveries = n
+		rep.FailedByReason = byReason
+		for _, n := range byReason {
+			rep.FailedDeliveries += n
+		}
 	}
 	if a.sweeper != nil {
 		if ws, err := a.sweeper.WalletStatus(ctx); err != nil {
@@ -116,13 +124,24 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rep.Healthy = len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
-		rep.FailedDeliveries == 0 && (rep.SweepWallet == nil || !rep.SweepWallet.Low)
+		rep.FailedDeliveries == 0 && (rep.SweepWallet == nil || !rep.SweepWallet.Low && len(rep.SweepWallet.Alerts) == 0)
 	writeJSON(w, http.StatusOK, rep)
 }
 
-// maxWebhookAttempts is the webhook ladder's length (webhook.Config
-// default): a delivery failed with this many attempts failed for good.
-const maxWebhookAttempts = 8
+// failedDeliveries counts the webhook deliveries that ended FAILED, by
+// webhook.FailureReason (payd runs the ladder's default length,
+// webhook.MaxAttempts).
+func failedDeliveries(ctx context.Context, st store.Store) (map[string]int64, error) {
+	all, err := st.CountDeliveries(ctx, store.DeliveryFailed, 0)
+	if err != nil {
+		return nil, err
+	}
+	exhausted, err := st.CountDeliveries(ctx, store.DeliveryFailed, webhook.MaxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int64{webhook.FailedEndpointBroken: all - exhausted, webhook.FailedAttemptsExhausted: exhausted}, nil
+}
 
 func invoiceIDs(invs []store.Invoice) []int64 {
 	ids := make([]int64, 0, len(invs))
@@ -138,7 +157,9 @@ type dbCollector struct{ st store.Store }
 
 var (
 	invoicesDesc = prometheus.NewDesc("evmpay_invoices", "Invoices by status.", []string{"status"}, nil)
-	failedDesc   = prometheus.NewDesc("evmpay_webhook_deliveries_failed_final", "Webhook deliveries failed at their last attempt.", nil, nil)
+	failedDesc   = prometheus.NewDesc("evmpay_webhook_deliveries_failed_final",
+		"Webhook deliveries that ended FAILED, by reason: endpoint_broken (refused before the ladder's end, such as a 410), attempts_exhausted.",
+		[]string{"reason"}, nil)
 )
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -154,8 +175,10 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(invoicesDesc, prometheus.GaugeValue, float64(counts[s]), s)
 		}
 	}
-	if n, err := c.st.CountDeliveries(ctx, store.DeliveryFailed, maxWebhookAttempts); err == nil {
-		ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.GaugeValue, float64(n))
+	if byReason, err := failedDeliveries(ctx, c.st); err == nil {
+		for reason, n := range byReason {
+			ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.GaugeValue, float64(n), reason)
+		}
 	}
 }
 

@@ -20,6 +20,8 @@ func sweepTests() []test {
 		{"Sweep_OneLiveSweepPerDepositAddress", testSweepTxOneLiveSweep},
 		{"Sweep_ListUnminedSweepTxs", testListUnminedSweepTxs},
 		{"Sweep_ListInvoicesBySweepStatus", testListInvoicesBySweepStatus},
+		{"Sweep_ListSweepTxsByNonce", testListSweepTxsByNonce},
+		{"Sweep_IsDepositAddress", testIsDepositAddress},
 	}
 }
 
@@ -246,4 +248,48 @@ func testListInvoicesBySweepStatus(t *testing.T, st store.Store) {
 	rest, err := st.ListInvoicesBySweepStatus(ctx, store.SweepFailed, first[1].ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, failed[2:], invoiceIDs(rest))
+}
+
+func testListSweepTxsByNonce(t *testing.T, st store.Store) {
+	funder, wallet := randAddr(), randAddr()
+	a := newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 4, store.SweepTxReplaced)
+	b := newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 4, store.SweepTxReplaced)
+	c := newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 4, store.SweepTxSent)
+	newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 5, store.SweepTxSigned)
+	newSweepTx(t, st, store.SweepTxFunding, nil, funder, wallet, 4, store.SweepTxSigned)
+	newSweepTx(t, st, store.SweepTxTopUp, nil, randAddr(), wallet, 4, store.SweepTxSigned)
+
+	got, err := st.ListSweepTxsByNonce(ctx, funder, store.SweepTxTopUp, 4)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a.ID, b.ID, c.ID}, []int64{got[0].ID, got[1].ID, got[2].ID})
+	require.Len(t, got, 3, "replaced ones included; other nonces, kinds and senders not")
+	none, err := st.ListSweepTxsByNonce(ctx, funder, store.SweepTxTopUp, 9)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func testIsDepositAddress(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	ok, err := st.IsDepositAddress(ctx, inv.DepositAddress)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = st.IsDepositAddress(ctx, randAddr())
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = st.IsDepositAddress(ctx, m.SettlementAddress)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// An archived invoice's address is still the service's.
+	old := newInvoice(t, st, m.ID, func(inv *store.Invoice) {
+		inv.Status = store.StatusSettled
+		inv.CreatedAt = now().Add(-400 * 24 * time.Hour)
+	})
+	moved, err := st.ArchiveInvoices(ctx, now().Add(-365*24*time.Hour), 10)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, moved, 1)
+	ok, err = st.IsDepositAddress(ctx, old.DepositAddress)
+	require.NoError(t, err)
+	require.True(t, ok, "archived")
 }

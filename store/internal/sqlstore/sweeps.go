@@ -54,6 +54,22 @@ func (s *Store) ListUnminedSweepTxs(ctx context.Context, from common.Address) ([
 	return ts, err
 }
 
+// ListSweepTxsByNonce implements store.SweepStore.
+func (s *Store) ListSweepTxsByNonce(ctx context.Context, from common.Address, kind string, nonce uint64) ([]store.SweepTx, error) {
+	var ts []store.SweepTx
+	err := s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs
+		WHERE from_address = ? AND kind = ? AND nonce = ? ORDER BY id`, from, kind, nonce)
+	return ts, err
+}
+
+// IsDepositAddress implements store.SweepStore.
+func (s *Store) IsDepositAddress(ctx context.Context, addr common.Address) (bool, error) {
+	var n int
+	err := s.get(ctx, &n, `SELECT (SELECT COUNT(*) FROM invoices WHERE deposit_address = ?)
+		+ (SELECT COUNT(*) FROM invoices_archive WHERE deposit_address = ?)`, addr, addr)
+	return n > 0, err
+}
+
 // ListInvoicesBySweepStatus implements store.SweepStore.
 func (s *Store) ListInvoicesBySweepStatus(ctx context.Context, status string, afterID int64, n int) ([]store.Invoice, error) {
 	var invs []store.Invoice
