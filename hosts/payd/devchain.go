@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -35,10 +40,15 @@ var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 
 // devChain is an in-process go-ethereum dev chain serving JSON-RPC over HTTP
 // and sealing a block every period.
+//
+// go-ethereum's own HTTP server listens on a private loopback port as soon
+// as the node starts; the dev chain's address forwards to it only once the
+// first block is sealed and indexed (see startDevChain).
 type devChain struct {
 	backend *simulated.Backend
 	url     string
 	period  time.Duration
+	srv     *http.Server
 }
 
 // devWallet returns the wallet of the well-known development mnemonic.
@@ -53,23 +63,23 @@ func devWallet() (*hdwallet.Wallet, error) {
 // startDevChain starts the chain with devMnemonic's first accounts and the
 // extra addresses funded, serving JSON-RPC on addr (host:port).
 func startDevChain(addr string, period time.Duration, extra []common.Address) (*devChain, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("--chain-rpc %q: want host:port: %w", addr, err)
 	}
-	port, err := strconv.Atoi(portStr)
+	// Bound now (a taken port fails at once), served from the first block.
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--chain-rpc %q: bad port", addr)
-	}
-	if port == 0 {
-		// The node needs a concrete port: pick a free one.
-		if port, err = freePort(host); err != nil {
-			return nil, err
-		}
-	} else if l, err := net.Listen("tcp", net.JoinHostPort(host, portStr)); err != nil {
 		return nil, fmt.Errorf("dev chain: cannot listen on %s (is another node or payd running? choose another port with --chain-rpc): %w", addr, err)
-	} else {
-		l.Close()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			ln.Close()
+		}
+	}()
+	inner, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
 	}
 	w, err := devWallet()
 	if err != nil {
@@ -87,8 +97,8 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 		alloc[a] = types.Account{Balance: devFunds}
 	}
 	backend, err := newSimulatedBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
-		nc.HTTPHost = host
-		nc.HTTPPort = port
+		nc.HTTPHost = "127.0.0.1"
+		nc.HTTPPort = inner
 		nc.HTTPModules = []string{"eth", "net", "web3"}
 		nc.HTTPVirtualHosts = []string{"*"}
 		nc.HTTPCors = []string{"*"}
@@ -98,18 +108,23 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	}
 	c := &devChain{
 		backend: backend,
-		url:     "http://" + net.JoinHostPort(host, strconv.Itoa(port)),
+		url:     "http://" + ln.Addr().String(),
 		period:  period,
 	}
 	// Until the first block, go-ethereum's transaction indexer reports
 	// itself behind, and the node answers a receipt lookup of a pending
 	// transaction with -32000 "transaction indexing is in progress" instead
 	// of null, which ethers.js, viem and wallets treat as a failure. Seal
-	// block 1 and wait for the indexer before anybody can send.
+	// block 1 and wait for the indexer before anybody can reach the node.
 	if err := c.seal(context.Background()); err != nil {
 		_ = backend.Close()
 		return nil, err
 	}
+	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inner))})
+	fwd.ErrorLog = log.New(io.Discard, "", 0) // a client that hangs up is no news
+	c.srv = &http.Server{Handler: fwd, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(ln) }()
+	ok = true
 	return c, nil
 }
 
@@ -163,6 +178,7 @@ func (c *devChain) Run(ctx context.Context) error {
 	t := time.NewTicker(c.period)
 	defer t.Stop()
 	defer c.backend.Close()
+	defer c.srv.Close()
 	for {
 		select {
 		case <-ctx.Done():
