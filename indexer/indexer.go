@@ -24,6 +24,7 @@ type Store interface {
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
 	LatestBlock(ctx context.Context) (store.Block, error)
 	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+	IdentityStore
 }
 
 var _ Store = store.Store(nil)
@@ -64,11 +65,13 @@ type Indexer struct {
 	m        *metrics
 	gatherer prometheus.Gatherer
 	running  atomic.Bool
+	id       *Identity
 
 	// The fields below belong to the goroutine running Run.
 	cur    store.Cursor // the indexed head, as stored
 	hasCur bool
 	prog   *progress // set while catching up
+	behind bool      // the node's head is below the cursor (warned)
 }
 
 // New returns an Indexer reading src and writing st.
@@ -81,6 +84,18 @@ func New(src Source, st Store, cfg Config) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{src: src, st: st, cfg: cfg, log: cfg.Logger}
+	id, err := NewIdentity(src, st, IdentityConfig{
+		ChainID:       cfg.ChainID,
+		MaxReorgDepth: cfg.MaxReorgDepth,
+		RPCTimeout:    cfg.RPCTimeout,
+		StoreTimeout:  cfg.StoreTimeout,
+		Logger:        cfg.Logger,
+		Now:           cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ix.id = id
 	reg := cfg.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -106,8 +121,10 @@ func (ix *Indexer) Gatherer() prometheus.Gatherer { return ix.gatherer }
 // the lock is lost, then takes it again. Failures of the node or the
 // database are retried with capped exponential backoff; Run returns an
 // error only for what retrying cannot fix: a reorg deeper than
-// MaxReorgDepth (ErrReorgTooDeep) or a node on another chain
-// (ErrWrongChain).
+// MaxReorgDepth (ErrReorgTooDeep), a node on another chain id
+// (ErrWrongChain), or a node serving another chain than the one indexed
+// (ErrChainChanged: another genesis, or blocks that differ back to genesis
+// or deeper than MaxReorgDepth), which it never takes for a reorg.
 func (ix *Indexer) Run(ctx context.Context) error {
 	if !ix.running.CompareAndSwap(false, true) {
 		return errors.New("indexer: Run is already running")
@@ -152,12 +169,17 @@ func (ix *Indexer) Run(ctx context.Context) error {
 		case errors.Is(err, errLockLost) && ctx.Err() == nil:
 			ix.log.WarnContext(ctx, "indexer: lost the indexer lock; stopped writing, taking it again")
 			continue
-		case errors.Is(err, ErrReorgTooDeep), errors.Is(err, ErrWrongChain):
+		case fatal(err):
 			return err
 		}
 		// session returns nothing else unless ctx has ended.
 		return nil
 	}
+}
+
+// fatal reports the errors that stop Run: an operator decides.
+func fatal(err error) bool {
+	return errors.Is(err, ErrReorgTooDeep) || errors.Is(err, ErrWrongChain) || errors.Is(err, ErrChainChanged)
 }
 
 // session indexes while the lock is held.
@@ -208,7 +230,7 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 			bo.reset()
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
-		case errors.Is(err, ErrReorgTooDeep), errors.Is(err, ErrWrongChain):
+		case fatal(err):
 			ix.log.ErrorContext(ctx, "indexer: stopped", slog.Any("error", err))
 			return err
 		case errors.Is(err, errChainMoved):
@@ -226,10 +248,11 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 			var se *storeError
 			if errors.As(err, &se) {
 				kind = "store"
-				// A failed commit may or may not have landed: reload
-				// the cursor before writing again.
-				ready = false
 			}
+			// A failed commit may or may not have landed: reload the
+			// cursor before writing again. After a node failure (a
+			// reconnect, perhaps to another node) check its chain again.
+			ready = false
 			d := bo.next()
 			ix.m.errors.WithLabelValues(kind).Inc()
 			ix.log.WarnContext(ctx, "indexer: retrying after a failure", slog.String("kind", kind),
@@ -256,6 +279,13 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	if ix.cfg.ChainID != 0 && id != ix.cfg.ChainID {
 		return fmt.Errorf("%w: the node reports chain id %d, the indexer is configured for %d",
 			ErrWrongChain, id, ix.cfg.ChainID)
+	}
+	// At every start and after every failure (a reconnect), the node must
+	// serve the chain the database holds.
+	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+		return err
+	} else if err != nil {
+		ix.log.WarnContext(ctx, "indexer: the node is far behind the indexed chain; waiting for it", slog.Any("error", err))
 	}
 	sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
 	defer cancel()
@@ -317,6 +347,7 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 		next = head
 		ix.m.head.Set(float64(head))
 	}
+	ix.noteBehind(ctx, head)
 	if head < next {
 		ix.caughtUp(ctx)
 		return true, ix.checkTip(ctx, wctx, head)
@@ -340,6 +371,28 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 	return !progressed, nil
 }
 
+// noteBehind warns at once when the node's head falls below the indexed
+// head (a lagging node behind a load balancer, a resync, or a reset chain),
+// and exports by how much: the lag gauge cannot show it (it is 0 then).
+func (ix *Indexer) noteBehind(ctx context.Context, head uint64) {
+	if !ix.hasCur || head >= ix.cur.BlockNumber {
+		ix.m.nodeBehind.Set(0)
+		if ix.behind {
+			ix.behind = false
+			ix.log.InfoContext(ctx, "indexer: the node caught up with the indexed head", slog.Uint64("node_head", head))
+		}
+		return
+	}
+	by := ix.cur.BlockNumber - head
+	ix.m.nodeBehind.Set(float64(by))
+	if !ix.behind {
+		ix.behind = true
+		ix.log.WarnContext(ctx, "indexer: the node's head is below the indexed head; waiting (a lagging, resyncing or reset node)",
+			slog.Uint64("node_head", head), slog.Uint64("indexed_head", ix.cur.BlockNumber),
+			slog.Uint64("behind_blocks", by), slog.Int("max_reorg_depth", ix.cfg.MaxReorgDepth))
+	}
+}
+
 // checkTip runs when the node has nothing beyond the indexed head: it
 // compares the node's block at its head with the stored one (a reorg at
 // the same height, or to a shorter chain, shows up only this way) and
@@ -350,6 +403,11 @@ func (ix *Indexer) checkTip(ctx, wctx context.Context, head uint64) error {
 	}
 	stored, ok := ix.cur.BlockHash, true
 	if head < ix.cur.BlockNumber {
+		// A node below the index may be lagging, resyncing, or reset:
+		// the checkpoints tell as soon as it has a block that differs.
+		if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+			return err
+		}
 		sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
 		hashes, err := ix.st.ListBlockHashes(sctx, head, head)
 		cancel()
@@ -427,9 +485,19 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 	}
 	last := hdrs[n-1]
 	c := store.Cursor{Name: store.CursorIndexer, BlockNumber: last.Number, BlockHash: last.Hash, UpdatedAt: now}
+	cps := ix.checkpoints(hdrs, now)
+	keep := 2 * uint64(ix.cfg.MaxReorgDepth)
 	err := ix.write(wctx, func(tx store.Tx) error {
 		if err := tx.InsertBlocks(wctx, hdrs, txs); err != nil {
 			return err
+		}
+		if err := tx.SaveCheckpoints(wctx, cps); err != nil {
+			return err
+		}
+		if last.Number > keep {
+			if _, err := tx.PruneCheckpoints(wctx, last.Number-keep); err != nil {
+				return err
+			}
 		}
 		return tx.SetCursor(wctx, c)
 	})
@@ -447,6 +515,21 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 		return errChainMoved
 	}
 	return nil
+}
+
+// checkpoints returns the checkpoints a batch adds: its last block (the
+// recent ones are pruned 2×MaxReorgDepth below the tip), the very first
+// block indexed, and the permanent heights (block 1, powers of two).
+func (ix *Indexer) checkpoints(hdrs []store.Block, now time.Time) []store.Checkpoint {
+	var cps []store.Checkpoint
+	for i, b := range hdrs {
+		first := i == 0 && !ix.hasCur
+		perm := first || permanentCheckpoint(b.Number)
+		if perm || i == len(hdrs)-1 {
+			cps = append(cps, store.Checkpoint{BlockNumber: b.Number, BlockHash: b.Hash, Permanent: perm, RecordedAt: now})
+		}
+	}
+	return cps
 }
 
 // storeError marks a database failure (for the retry policy and metrics).

@@ -8,6 +8,7 @@ type metrics struct {
 	head         prometheus.Gauge
 	indexed      prometheus.Gauge
 	lag          prometheus.Gauge
+	nodeBehind   prometheus.Gauge
 	backfillRate prometheus.Gauge
 	blocks       prometheus.Counter
 	txs          prometheus.Counter
@@ -29,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "indexer_lag_blocks",
 			Help: "Head block minus indexed block.",
+		}),
+		nodeBehind: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "indexer_node_behind_blocks",
+			Help: "Indexed block minus the node's head when the node is behind the index (a lagging, resyncing or reset node); 0 otherwise.",
 		}),
 		backfillRate: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "indexer_backfill_blocks_per_second",
@@ -56,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failures that were retried, by kind (upstream, store).",
 		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.head, m.indexed, m.lag, m.backfillRate, m.blocks,
+	for _, c := range []prometheus.Collector{m.head, m.indexed, m.lag, m.nodeBehind, m.backfillRate, m.blocks,
 		m.txs, m.reorgs, m.reorgDepth, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

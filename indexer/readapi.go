@@ -140,34 +140,34 @@ func (a *ReadAPI) notFound(w http.ResponseWriter, r *http.Request) {
 // Response bodies.
 
 type blockJSON struct {
-	Number           uint64         `json:"number"`
-	Hash             common.Hash    `json:"hash"`
-	ParentHash       common.Hash    `json:"parent_hash"`
-	Timestamp        uint64         `json:"timestamp"`
-	Time             time.Time      `json:"time"`
-	Miner            common.Address `json:"miner"`
-	GasLimit         uint64         `json:"gas_limit"`
-	GasUsed          uint64         `json:"gas_used"`
-	BaseFeeWei       *store.Amount  `json:"base_fee_wei"`
-	TransactionCount int            `json:"transaction_count"`
-	Transactions     []txJSON       `json:"transactions"`
+	Number           uint64                `json:"number"`
+	Hash             common.Hash           `json:"hash"`
+	ParentHash       common.Hash           `json:"parent_hash"`
+	Timestamp        uint64                `json:"timestamp"`
+	Time             time.Time             `json:"time"`
+	Miner            store.ChecksumAddress `json:"miner"`
+	GasLimit         uint64                `json:"gas_limit"`
+	GasUsed          uint64                `json:"gas_used"`
+	BaseFeeWei       *store.Amount         `json:"base_fee_wei"`
+	TransactionCount int                   `json:"transaction_count"`
+	Transactions     []txJSON              `json:"transactions"`
 }
 
 type txJSON struct {
-	Hash              common.Hash     `json:"hash"`
-	BlockNumber       uint64          `json:"block_number"`
-	BlockHash         common.Hash     `json:"block_hash"`
-	TransactionIndex  int             `json:"transaction_index"`
-	From              common.Address  `json:"from"`
-	To                *common.Address `json:"to"`
-	ValueWei          store.Amount    `json:"value_wei"`
-	Nonce             uint64          `json:"nonce"`
-	Gas               uint64          `json:"gas"`
-	Type              uint8           `json:"type"`
-	GasPriceWei       *store.Amount   `json:"gas_price_wei"`
-	MaxFeeWei         *store.Amount   `json:"max_fee_wei"`
-	MaxPriorityFeeWei *store.Amount   `json:"max_priority_fee_wei"`
-	Input             hexutil.Bytes   `json:"input"`
+	Hash              common.Hash            `json:"hash"`
+	BlockNumber       uint64                 `json:"block_number"`
+	BlockHash         common.Hash            `json:"block_hash"`
+	TransactionIndex  int                    `json:"transaction_index"`
+	From              store.ChecksumAddress  `json:"from"`
+	To                *store.ChecksumAddress `json:"to"`
+	ValueWei          store.Amount           `json:"value_wei"`
+	Nonce             uint64                 `json:"nonce"`
+	Gas               uint64                 `json:"gas"`
+	Type              uint8                  `json:"type"`
+	GasPriceWei       *store.Amount          `json:"gas_price_wei"`
+	MaxFeeWei         *store.Amount          `json:"max_fee_wei"`
+	MaxPriorityFeeWei *store.Amount          `json:"max_priority_fee_wei"`
+	Input             hexutil.Bytes          `json:"input"`
 }
 
 type txPageJSON struct {
@@ -179,7 +179,7 @@ type txPageJSON struct {
 func toBlockJSON(b store.Block, txs []store.Transaction) blockJSON {
 	out := blockJSON{
 		Number: b.Number, Hash: b.Hash, ParentHash: b.ParentHash, Timestamp: b.Timestamp,
-		Time: time.Unix(int64(min(b.Timestamp, 1<<62)), 0).UTC(), Miner: b.Miner, GasLimit: b.GasLimit,
+		Time: time.Unix(int64(min(b.Timestamp, 1<<62)), 0).UTC(), Miner: store.ChecksumAddress(b.Miner), GasLimit: b.GasLimit,
 		GasUsed: b.GasUsed, BaseFeeWei: b.BaseFeeWei, TransactionCount: b.TxCount,
 		Transactions: make([]txJSON, len(txs)),
 	}
@@ -190,9 +190,14 @@ func toBlockJSON(b store.Block, txs []store.Transaction) blockJSON {
 }
 
 func toTxJSON(t store.Transaction) txJSON {
+	var to *store.ChecksumAddress
+	if t.To != nil {
+		a := store.ChecksumAddress(*t.To)
+		to = &a
+	}
 	return txJSON{
 		Hash: t.Hash, BlockNumber: t.BlockNumber, BlockHash: t.BlockHash, TransactionIndex: t.Index,
-		From: t.From, To: t.To, ValueWei: t.ValueWei, Nonce: t.Nonce, Gas: t.Gas, Type: t.Type,
+		From: store.ChecksumAddress(t.From), To: to, ValueWei: t.ValueWei, Nonce: t.Nonce, Gas: t.Gas, Type: t.Type,
 		GasPriceWei: t.GasPriceWei, MaxFeeWei: t.MaxFeeWei, MaxPriorityFeeWei: t.MaxPriorityFeeWei,
 		Input: t.Input,
 	}
@@ -298,9 +303,10 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
-	addr, ok := parseAddress(r.PathValue("address"))
-	if !ok {
-		problem.Respond(w, http.StatusBadRequest, "invalid_address", "an address is 0x followed by 40 hex digits")
+	addr, err := store.ParseAddress(r.PathValue("address"))
+	if err != nil {
+		problem.Write(w, problem.Field("invalid_address", "address",
+			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
 		return
 	}
 	q := r.URL.Query()
@@ -415,13 +421,6 @@ func parseHash(s string) (common.Hash, bool) {
 		return common.Hash{}, false
 	}
 	return common.BytesToHash(b), true
-}
-
-func parseAddress(s string) (common.Address, bool) {
-	if len(s) != 42 || (s[:2] != "0x" && s[:2] != "0X") || !common.IsHexAddress(s) {
-		return common.Address{}, false
-	}
-	return common.HexToAddress(s), true
 }
 
 // Page cursors are opaque to clients: base64url of "block:index" of the

@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -261,6 +262,16 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	if depth == 0 {
 		return errChainMoved
 	}
+	if ancestor == 0 {
+		return fmt.Errorf("%w: every indexed block from block 1 to %d differs on the node: a reorg back to genesis "+
+			"is a reset or replaced chain, not a reorg; %s", ErrChainChanged, tip, whatToDo)
+	}
+	// Before rewriting anything, the node must still serve the recorded
+	// chain below the fork (the indexed blocks above the ancestor may be
+	// all that was compared here).
+	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+		return err
+	}
 	r := store.Reorg{ForkBlock: ancestor + 1, Depth: int(depth), DetectedAt: ix.cfg.Now()}
 	for n := ancestor + 1; n <= tip; n++ {
 		if h, ok := stored[n]; ok {
@@ -277,6 +288,9 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	c := store.Cursor{Name: store.CursorIndexer, BlockNumber: ancestor, BlockHash: ancestorHash, UpdatedAt: r.DetectedAt}
 	err = ix.write(wctx, func(tx store.Tx) error {
 		if _, err := tx.DeleteBlocksFrom(wctx, ancestor+1); err != nil {
+			return err
+		}
+		if _, err := tx.DeleteCheckpointsFrom(wctx, ancestor+1); err != nil {
 			return err
 		}
 		if err := tx.InsertReorg(wctx, &r); err != nil {

@@ -35,6 +35,17 @@ type invoiceView struct {
 	LookupToken string `json:"lookup_token,omitempty"`
 }
 
+// MarshalJSON is the invoice's JSON (store.Invoice's, addresses in EIP-55)
+// with the view's members. Without it the embedded record's MarshalJSON
+// would be promoted and drop them.
+func (v invoiceView) MarshalJSON() ([]byte, error) {
+	return joinObjects(v.Invoice, struct {
+		QRPNGURL    string `json:"qr_png_url"`
+		QRSVGURL    string `json:"qr_svg_url"`
+		LookupToken string `json:"lookup_token,omitempty"`
+	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken})
+}
+
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
 	return invoiceView{Invoice: inv, QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}

@@ -331,7 +331,7 @@ func TestCreateInvoice_InvalidBodies_400NamingTheField(t *testing.T) {
 		{"expiry string", `{"amount_wei":"1","expires_in_seconds":"60"}`, "invalid_field", "expires_in_seconds"},
 		{"order id type", `{"amount_wei":"1","order_id":5}`, "invalid_field", "order_id"},
 		{"order id too long", `{"amount_wei":"1","order_id":"` + strings.Repeat("x", 201) + `"}`, "invalid_field", "order_id"},
-		{"order id NUL", `{"amount_wei":"1","order_id":"a\u0000b"}`, "invalid_field", "order_id"},
+		{"order id NUL", `{"amount_wei":"1","order_id":"a\u0000b"}`, "unsafe_json", "order_id"},
 		{"description too long", `{"amount_wei":"1","description":"` + strings.Repeat("x", 1001) + `"}`, "invalid_field", "description"},
 		{"metadata array", `{"amount_wei":"1","metadata":[1]}`, "invalid_field", "metadata"},
 		{"metadata string", `{"amount_wei":"1","metadata":"x"}`, "invalid_field", "metadata"},

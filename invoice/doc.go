@@ -47,7 +47,10 @@
 // costs one HMAC and one indexed lookup per request; the Argon2id hash is
 // verified once per key per process and then cached by digest. Because the
 // merchant row is read on every request, a rotated key or a disabled
-// merchant fails on the next request in every replica. A webhook secret is
+// merchant fails on the next request in every replica. A merchant's own
+// rotation succeeds only if, under the row lock, the key it authenticated
+// with is still current: of concurrent rotations with one key, one wins and
+// the others get 401, so every key handed out works. A webhook secret is
 // "whsec_" plus the base64 of 32 random bytes, sealed with AES-256-GCM
 // (random nonce, the merchant id as associated data);
 // Credentials.WebhookSecret opens it for the webhook signer. Lookup tokens
@@ -73,6 +76,17 @@
 // time, so one bad request fails alone. The committer runs only while
 // creations are queued, and each request waits for its answer, so
 // http.Server.Shutdown drains it; there is nothing to start or stop.
+//
+// # Merchant checks
+//
+// Config.Merchants (MerchantRules) refuses with 422, at merchant create and
+// update, a webhook_url whose host fails a host check (payd passes
+// webhook.CheckPublicHost when private networks are refused), a
+// settlement_address the service holds (any deposit address, looked up in
+// the store, and MerchantRules.ServiceAddresses: the sweep wallet, the gas
+// funder), and, given a CodeReader, a settlement_address with contract
+// code. Addresses leave the API in EIP-55 (store.ChecksumAddress); a
+// mixed-case input must carry a valid checksum.
 //
 // # Errors
 //

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/problem"
 )
@@ -107,6 +105,11 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, errUnauthorized)
 	case errors.Is(err, store.ErrNotFound):
 		problem.Write(w, errNotFound)
+	case errors.Is(err, errChainUnavailable):
+		s.log.WarnContext(r.Context(), "chain unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeChainUnavailable,
+			"the chain node did not answer, so the settlement address could not be checked; nothing was changed, retry later"))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
@@ -439,6 +442,42 @@ type merchantView struct {
 	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
+// MarshalJSON is the merchant's JSON (store.Merchant's, addresses in
+// EIP-55) with the credentials shown once. Without it the embedded
+// record's MarshalJSON would be promoted and drop them.
+func (v merchantView) MarshalJSON() ([]byte, error) {
+	return joinObjects(v.Merchant, struct {
+		APIKey        string `json:"api_key,omitempty"`
+		WebhookSecret string `json:"webhook_secret,omitempty"`
+	}{v.APIKey, v.WebhookSecret})
+}
+
+// joinObjects marshals a and b, two values whose JSON is an object, into
+// one object with the members of both.
+func joinObjects(a, b any) ([]byte, error) {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(ja) < 2 || ja[0] != '{' || len(jb) < 2 || jb[0] != '{' {
+		return nil, errors.New("invoice: joinObjects needs two JSON objects")
+	}
+	switch {
+	case len(jb) == 2:
+		return ja, nil
+	case len(ja) == 2:
+		return jb, nil
+	}
+	out := make([]byte, 0, len(ja)+len(jb))
+	out = append(out, ja[:len(ja)-1]...)
+	out = append(out, ',')
+	return append(out, jb[1:]...), nil
+}
+
 func (s *Service) handleGetMerchant(w http.ResponseWriter, r *http.Request) {
 	if m, ok := s.merchant(w, r); ok {
 		writeJSON(w, http.StatusOK, merchantView{Merchant: m})
@@ -517,11 +556,15 @@ func (s *Service) handleRotateAPIKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.rotateAPIKey(w, r, m.ID)
+	s.rotateAPIKey(w, r, m.ID, m.APIKeyDigest)
 }
 
-func (s *Service) rotateAPIKey(w http.ResponseWriter, r *http.Request, id int64) {
-	updated, key, err := s.RotateAPIKey(r.Context(), id)
+// rotateAPIKey answers a rotation of merchant id's key; current is the
+// digest of the key the merchant authenticated with (nil for the
+// operator), which must still be current under the row lock: of
+// concurrent rotations with one key, one succeeds and the others get 401.
+func (s *Service) rotateAPIKey(w http.ResponseWriter, r *http.Request, id int64, current []byte) {
+	updated, key, err := s.rotateAPIKeyFrom(r.Context(), id, current)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -601,20 +644,20 @@ func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request
 		problem.Write(w, errNotFound)
 		return
 	}
-	s.rotateAPIKey(w, r, id)
+	s.rotateAPIKey(w, r, id, nil)
 }
 
 // publicInvoice is what a payer sees through a lookup token: enough to pay
 // and follow the payment, nothing the merchant keeps to itself (no order id,
 // description, metadata, merchant or sweep data).
 type publicInvoice struct {
-	Status         string         `json:"status"`
-	AmountWei      store.Amount   `json:"amount_wei"`
-	PaidWei        store.Amount   `json:"paid_wei"`
-	ChainID        uint64         `json:"chain_id"`
-	DepositAddress common.Address `json:"deposit_address"`
-	PaymentURI     string         `json:"payment_uri"`
-	ExpiresAt      time.Time      `json:"expires_at"`
+	Status         string                `json:"status"`
+	AmountWei      store.Amount          `json:"amount_wei"`
+	PaidWei        store.Amount          `json:"paid_wei"`
+	ChainID        uint64                `json:"chain_id"`
+	DepositAddress store.ChecksumAddress `json:"deposit_address"`
+	PaymentURI     string                `json:"payment_uri"`
+	ExpiresAt      time.Time             `json:"expires_at"`
 }
 
 func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
@@ -634,7 +677,7 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, publicInvoice{
 		Status: inv.Status, AmountWei: inv.AmountWei, PaidWei: inv.PaidWei, ChainID: inv.ChainID,
-		DepositAddress: inv.DepositAddress, PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
+		DepositAddress: store.ChecksumAddress(inv.DepositAddress), PaymentURI: inv.PaymentURI, ExpiresAt: inv.ExpiresAt,
 	})
 }
 

@@ -29,7 +29,7 @@ func TestAdminCreateMerchant_201WithCredentialsShownOnce(t *testing.T) {
 		require.Contains(t, body, k)
 	}
 	require.Equal(t, "https://shop.example/hook", body["webhook_url"])
-	require.Equal(t, strings.ToLower("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"), body["settlement_address"])
+	require.Equal(t, "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", body["settlement_address"])
 	apiKey, secret := body["api_key"].(string), body["webhook_secret"].(string)
 	require.Regexp(t, `^evmpay_sk_[A-Za-z0-9_-]{43}$`, apiKey, "recognisable prefix, 256 random bits")
 	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, secret)
@@ -142,7 +142,7 @@ func TestCreateMerchant_GoAPIWithoutAService(t *testing.T) {
 	st := newPostgres(t)
 	creds, err := invoice.NewCredentials(testSecretKey)
 	require.NoError(t, err)
-	created, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantParams{
+	created, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
 		Name: "cli", SettlementAddress: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")})
 	require.NoError(t, err)
 	require.NotZero(t, created.Merchant.ID)
@@ -151,7 +151,7 @@ func TestCreateMerchant_GoAPIWithoutAService(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status)
 	require.Equal(t, "cli", res.json(t)["name"])
 
-	_, err = invoice.CreateMerchant(ctx, st, creds, invoice.MerchantParams{})
+	_, err = invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{})
 	require.ErrorIs(t, err, invoice.ErrInvalidMerchant)
 }
 
@@ -346,7 +346,7 @@ func TestUpdateMerchant_ChangesWebhookURLAndSettlementAddress(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	body := res.json(t)
 	require.Equal(t, "https://new.example/hook", body["webhook_url"])
-	require.Equal(t, "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc", body["settlement_address"])
+	require.Equal(t, "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", body["settlement_address"])
 	require.Equal(t, "shop", body["name"], "left-out members keep their value")
 	require.NotEqual(t, body["created_at"], body["updated_at"])
 	stored, err := e.st.GetMerchant(ctx, m.ID)

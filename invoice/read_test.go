@@ -187,7 +187,7 @@ func TestPublicInvoice_ByLookupToken_PayerViewOnly(t *testing.T) {
 		require.Equal(t, "1500000000000000000", body["amount_wei"])
 		require.Equal(t, "0", body["paid_wei"])
 		require.Equal(t, inv.PaymentURI, body["payment_uri"])
-		require.Equal(t, strings.ToLower(inv.DepositAddress.Hex()), body["deposit_address"])
+		require.Equal(t, inv.DepositAddress.Hex(), body["deposit_address"], "EIP-55, as in payment_uri")
 		for _, private := range []string{"secret-order", "private note", "alice", fmt.Sprint(`"id":`, inv.ID)} {
 			require.NotContains(t, string(res.Body), private)
 		}

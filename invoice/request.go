@@ -48,7 +48,8 @@ const (
 var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateField, codeMissingField,
 	codeInvalidField, codeInvalidAmount, codeInvalidAddress, codeUnknownParameter, codeInvalidParameter,
 	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
-	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal}
+	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
+	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable}
 
 // Field limits of an invoice.
 const (
@@ -107,6 +108,9 @@ func members(body []byte, allowed ...string) (map[string]json.RawMessage, *probl
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, invalid("the request body is not valid JSON")
+		}
+		if err := checkInteroperable(raw, 1); err != nil {
+			return nil, problem.Field(codeUnsafeJSON, name, name+": "+err.Error()+"; such JSON breaks common parsers, so it is refused")
 		}
 		out[name] = raw
 	}
@@ -229,11 +233,14 @@ func parseAddressMember(name string, raw json.RawMessage) (common.Address, *prob
 }
 
 // merchantError turns a merchant validation failure into a 400 naming the
-// field.
+// field, or a MerchantRules refusal into its 422.
 func merchantError(err error) *problem.Problem {
 	var im *invalidMerchant
 	if !errors.As(err, &im) {
 		return problem.New(http.StatusBadRequest, codeInvalidField, "invalid merchant")
+	}
+	if im.detail != "" {
+		return &problem.Problem{Status: im.status, Code: im.code, Detail: im.detail, Field: im.field}
 	}
 	code := codeInvalidField
 	if im.field == "settlement_address" {

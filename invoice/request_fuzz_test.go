@@ -14,6 +14,8 @@ func FuzzParseInvoiceRequest(f *testing.F) {
 		`{"amount_wei":"1","expires_in_seconds":60,"order_id":"o","description":"d","metadata":{"a":[1,{"b":null}]}}`,
 		`{"amount_wei":"1000000000000000000000000001"}`,
 		`{"amount_wei":1}`, `{"amount":"1"}`, `[]`, `{"amount_wei":"1"}{}`, `{"amount_wei":"1","amount_wei":"1"}`,
+		`{"amount_wei":"1","metadata":{"k":"\ud800","n":1e999999,"z":"\u0000","d":[[[[]]]]}}`,
+		`{"amount_wei":"1","description":"\ud83d\ude00\udc00"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -39,6 +41,9 @@ func FuzzParseInvoiceRequest(f *testing.F) {
 		}
 		if len(req.orderID) > maxOrderIDLen || len(req.description) > maxDescriptionLen {
 			t.Fatal("accepted an over-long string")
+		}
+		if err := checkInteroperable(body, 0); err != nil {
+			t.Fatalf("accepted a body that breaks receivers: %v", err)
 		}
 		if req.metadata != nil {
 			var obj map[string]any

@@ -3,6 +3,7 @@ package invoice
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ type Store interface {
 	store.MerchantStore
 	store.InvoiceStore
 	store.IdempotencyStore
+	DepositAddresses
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 }
 
@@ -74,6 +76,11 @@ type Config struct {
 	QRSize int
 	// Auth tunes the api_key Authenticator.
 	Auth AuthConfig
+	// Merchants are the checks a merchant's webhook_url and
+	// settlement_address must pass at create and update (private webhook
+	// hosts, addresses the service holds, contracts). Defaults to the zero
+	// MerchantRules: syntax checks only.
+	Merchants MerchantRules
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger receives request failures and Run's progress. Defaults to a
@@ -255,23 +262,27 @@ type CreatedMerchant struct {
 }
 
 // CreateMerchant creates a merchant with a fresh api_key and webhook
-// secret (what `payd merchants create` and POST /v1/admin/merchants do).
+// secret (what POST /v1/admin/merchants does), under Config.Merchants.
 func (s *Service) CreateMerchant(ctx context.Context, p MerchantParams) (CreatedMerchant, error) {
-	return createMerchant(ctx, s.st, s.creds, p, s.now())
+	return createMerchant(ctx, s.st, s.creds, s.cfg.Merchants, p, s.now())
 }
 
 // CreateMerchant creates a merchant without a Service, for tools that have
-// the database and PAY_SECRET_KEY but no deriver (a CLI).
-func CreateMerchant(ctx context.Context, st Store, creds *Credentials, p MerchantParams) (CreatedMerchant, error) {
-	return createMerchant(ctx, st, creds, p, time.Now().UTC().Truncate(time.Microsecond))
+// the database and PAY_SECRET_KEY but no deriver (`payd merchants create`).
+// rules are the same checks a Service applies (Config.Merchants).
+func CreateMerchant(ctx context.Context, st Store, creds *Credentials, rules MerchantRules, p MerchantParams) (CreatedMerchant, error) {
+	return createMerchant(ctx, st, creds, rules, p, time.Now().UTC().Truncate(time.Microsecond))
 }
 
 // ErrInvalidMerchant wraps a MerchantParams or MerchantUpdate validation
-// failure.
+// failure or a MerchantRules refusal.
 var ErrInvalidMerchant = errors.New("invoice: invalid merchant")
 
-func createMerchant(ctx context.Context, st Store, creds *Credentials, p MerchantParams, now time.Time) (CreatedMerchant, error) {
+func createMerchant(ctx context.Context, st Store, creds *Credentials, rules MerchantRules, p MerchantParams, now time.Time) (CreatedMerchant, error) {
 	if err := validateMerchant(p.Name, p.WebhookURL, p.SettlementAddress); err != nil {
+		return CreatedMerchant{}, err
+	}
+	if err := rules.check(ctx, st, &p.WebhookURL, &p.SettlementAddress); err != nil {
 		return CreatedMerchant{}, err
 	}
 	key, digest, hash, prefix, err := creds.newAPIKey()
@@ -309,24 +320,32 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, p Merchan
 }
 
 // invalidMerchant names the merchant field at fault; it matches
-// ErrInvalidMerchant.
-type invalidMerchant struct{ field, reason string }
+// ErrInvalidMerchant. A syntax error has a reason ("<field> must be
+// <reason>", 400); a MerchantRules refusal a status, code and detail.
+type invalidMerchant struct {
+	field, reason string
+	status        int
+	code, detail  string
+}
 
 func (e *invalidMerchant) Error() string {
-	return ErrInvalidMerchant.Error() + ": " + e.field + ": " + e.reason
+	if e.detail != "" {
+		return ErrInvalidMerchant.Error() + ": " + e.code + ": " + e.detail
+	}
+	return ErrInvalidMerchant.Error() + ": " + e.field + " must be " + e.reason
 }
 
 func (e *invalidMerchant) Is(target error) bool { return target == ErrInvalidMerchant }
 
 func validateMerchant(name, webhookURL string, settlement common.Address) error {
 	if len(name) > 200 || strings.ContainsRune(name, 0) {
-		return &invalidMerchant{"name", "at most 200 bytes, no NUL"}
+		return &invalidMerchant{field: "name", reason: "at most 200 bytes, no NUL"}
 	}
 	if err := validateWebhookURL(webhookURL); err != nil {
 		return err
 	}
 	if settlement == (common.Address{}) {
-		return &invalidMerchant{"settlement_address", "set, and not the zero address"}
+		return &invalidMerchant{field: "settlement_address", reason: "set, and not the zero address"}
 	}
 	return nil
 }
@@ -338,7 +357,7 @@ func validateWebhookURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || len(s) > 2048 || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.User != nil || u.Fragment != "" {
-		return &invalidMerchant{"webhook_url", "an absolute http(s) URL without user info or fragment, at most 2048 bytes"}
+		return &invalidMerchant{field: "webhook_url", reason: "an absolute http(s) URL without user info or fragment, at most 2048 bytes"}
 	}
 	return nil
 }
@@ -350,8 +369,22 @@ type MerchantUpdate struct {
 	SettlementAddress *common.Address
 }
 
-// UpdateMerchant applies u to merchant id and returns the result.
+// UpdateMerchant applies u to merchant id and returns the result. The
+// webhook URL and settlement address it sets must pass Config.Merchants;
+// those checks (a database lookup, a chain call) run before the update's
+// transaction, so that no row lock waits on the chain.
 func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate) (store.Merchant, error) {
+	if u.WebhookURL != nil {
+		if err := validateWebhookURL(*u.WebhookURL); err != nil {
+			return store.Merchant{}, err
+		}
+	}
+	if u.SettlementAddress != nil && *u.SettlementAddress == (common.Address{}) {
+		return store.Merchant{}, &invalidMerchant{field: "settlement_address", reason: "set, and not the zero address"}
+	}
+	if err := s.cfg.Merchants.check(ctx, s.st, u.WebhookURL, u.SettlementAddress); err != nil {
+		return store.Merchant{}, err
+	}
 	return s.changeMerchant(ctx, id, func(m *store.Merchant) error {
 		if u.Name != nil {
 			m.Name = *u.Name
@@ -367,11 +400,24 @@ func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate
 }
 
 // RotateAPIKey gives merchant id a new api_key, shown once. The old key
-// stops working at once, in every replica.
+// stops working at once, in every replica. It is the operator's recovery
+// of a lost key: it replaces whatever key is current.
 func (s *Service) RotateAPIKey(ctx context.Context, id int64) (store.Merchant, string, error) {
+	return s.rotateAPIKeyFrom(ctx, id, nil)
+}
+
+// rotateAPIKeyFrom rotates merchant id's api_key if, under the merchant's
+// row lock, its current key still has the lookup digest current (nil: any
+// key). A merchant rotating with a key that a concurrent rotation has just
+// replaced gets ErrUnauthorized, exactly like a request made after that
+// rotation, so that every key handed out is the one that works.
+func (s *Service) rotateAPIKeyFrom(ctx context.Context, id int64, current []byte) (store.Merchant, string, error) {
 	var key string
 	var old []byte
 	m, err := s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+		if current != nil && subtle.ConstantTimeCompare(m.APIKeyDigest, current) != 1 {
+			return ErrUnauthorized
+		}
 		k, digest, hash, prefix, err := s.creds.newAPIKey()
 		if err != nil {
 			return err

@@ -105,3 +105,26 @@ func (l *HashList) Scan(src any) error {
 	*l = hs
 	return nil
 }
+
+// ChainIdentity is the chain a database holds, recorded at first start so
+// that a node serving another chain with the same chain id (a reset dev
+// chain, a restored snapshot, a wrong node behind a load balancer) is
+// noticed.
+type ChainIdentity struct {
+	ChainID uint64 `db:"chain_id"`
+	// GenesisHash is block 0's hash as the node reported it (never
+	// recomputed); all zero when the node did not serve block 0.
+	GenesisHash common.Hash `db:"genesis_hash"`
+	RecordedAt  time.Time   `db:"recorded_at"`
+}
+
+// Checkpoint is the hash of an indexed block, kept to compare a node's
+// chain with the indexed one.
+type Checkpoint struct {
+	BlockNumber uint64      `db:"block_number"`
+	BlockHash   common.Hash `db:"block_hash"`
+	// Permanent checkpoints survive PruneCheckpoints (a reorg the indexer
+	// follows still removes them with DeleteCheckpointsFrom).
+	Permanent  bool      `db:"permanent"`
+	RecordedAt time.Time `db:"recorded_at"`
+}

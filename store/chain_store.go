@@ -31,6 +31,27 @@ type ChainStore interface {
 	ListReorgs(ctx context.Context, afterID int64, limit int) ([]Reorg, error)
 }
 
+// IdentityStore stores the identity of the chain the database holds.
+type IdentityStore interface {
+	// RecordChainIdentity stores id unless an identity is already recorded,
+	// and returns the recorded one (id, or the earlier record).
+	RecordChainIdentity(ctx context.Context, id ChainIdentity) (ChainIdentity, error)
+	// GetChainIdentity returns ErrNotFound when none was recorded.
+	GetChainIdentity(ctx context.Context) (ChainIdentity, error)
+	// SaveCheckpoints inserts checkpoints, overwriting those at the same
+	// heights.
+	SaveCheckpoints(ctx context.Context, cps []Checkpoint) error
+	// ListCheckpoints returns up to limit checkpoints at or below number,
+	// highest first.
+	ListCheckpoints(ctx context.Context, atOrBelow uint64, limit int) ([]Checkpoint, error)
+	// DeleteCheckpointsFrom removes the checkpoints ≥ number and returns
+	// how many it removed.
+	DeleteCheckpointsFrom(ctx context.Context, number uint64) (int64, error)
+	// PruneCheckpoints removes the checkpoints below number that are not
+	// permanent and returns how many it removed.
+	PruneCheckpoints(ctx context.Context, below uint64) (int64, error)
+}
+
 // InvoiceTx is an indexed transaction paying an invoice's deposit address.
 type InvoiceTx struct {
 	Transaction

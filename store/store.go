@@ -32,6 +32,7 @@ type Tx interface {
 	PaymentStore
 	SettlementStore
 	ChainStore
+	IdentityStore
 	CursorStore
 	EventStore
 	DeliveryStore

@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -49,6 +51,60 @@ func publicAddr(a netip.Addr) bool {
 		}
 	}
 	return true
+}
+
+// ErrNotPublicHost is what CheckPublicHost returns for a host that is not a
+// valid public webhook destination.
+var ErrNotPublicHost = errors.New("not a valid public host")
+
+// CheckPublicHost reports whether host (a URL's host without port or
+// brackets, as url.URL.Hostname returns it) may be a webhook destination
+// when private networks are refused. It is the create/update-time half of
+// BlockPrivateNetworks, for the merchant API to refuse a bad webhook_url at
+// once (invoice.MerchantRules.WebhookHost):
+//
+//   - an IP literal must be public by the rules the dialer applies (no
+//     loopback, private, link-local, unspecified, multicast or reserved
+//     address: http://127.0.0.1, http://169.254.169.254, http://[::1],
+//     http://0.0.0.0);
+//   - a host whose last label is a number ("0", "2130706433", "0x7f000001",
+//     "0177.0.0.1", "127.1") is not a dotted-quad address but what many
+//     resolvers and browsers read as an IPv4 address: refused;
+//   - "localhost" and names under it (RFC 6761) are loopback by definition.
+//
+// Any other name passes: what it resolves to is checked when it is dialled,
+// every time, which also stops DNS rebinding. Errors wrap ErrNotPublicHost.
+func CheckPublicHost(host string) error {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "" {
+		return ErrNotPublicHost
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		if !publicAddr(a) {
+			return fmt.Errorf("%w: a loopback, private, link-local or reserved address", ErrNotPublicHost)
+		}
+		return nil
+	}
+	labels := strings.Split(h, ".")
+	if numericLabel(labels[len(labels)-1]) {
+		return fmt.Errorf("%w: a numeric host that is not a dotted-quad IPv4 address", ErrNotPublicHost)
+	}
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return fmt.Errorf("%w: localhost is loopback", ErrNotPublicHost)
+	}
+	return nil
+}
+
+// numericLabel reports whether a host label is a number in the forms
+// inet_aton and the WHATWG URL parser accept: decimal, octal (leading 0) or
+// hexadecimal (0x…).
+func numericLabel(l string) bool {
+	digits := l
+	if strings.HasPrefix(l, "0x") {
+		digits = l[2:]
+		return strings.Trim(digits, "0123456789abcdef") == ""
+	}
+	return l != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // refusePrivate is a net.Dialer Control function: it runs after DNS, on

@@ -100,6 +100,9 @@ type appConfig struct {
 	proxyRate      float64
 	proxyBurst     int
 	blockPrivateWH bool
+	// chainCheckEvery is how often the node's chain is compared with the
+	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
+	chainCheckEvery time.Duration
 
 	log *slog.Logger
 }
@@ -113,6 +116,10 @@ type app struct {
 	rpc     *rpc.Client
 	eth     *ethclient.Client
 	chainID uint64
+	// identity compares the node with the chain the database holds, at
+	// start, in the background and before sweep sends a signed
+	// transaction.
+	identity *indexer.Identity
 
 	adminToken string
 	creds      *invoice.Credentials
@@ -150,6 +157,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}
 	a.eth = ethclient.NewClient(a.rpc)
 	if err := a.checkChain(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.checkIdentity(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
@@ -206,6 +216,37 @@ func (a *app) checkChain(ctx context.Context) error {
 	return nil
 }
 
+// checkIdentity records the chain's identity at the first start and, at
+// every start, refuses a node that serves another chain (a reset dev
+// chain, a new network with the same chain id, a wrong node behind a load
+// balancer). A node far behind the index starts not ready. The check then
+// runs in the background for as long as the process runs.
+func (a *app) checkIdentity(ctx context.Context) error {
+	var err error
+	a.identity, err = indexer.NewIdentity(indexer.NewRPCSource(a.rpc), a.st, indexer.IdentityConfig{
+		ChainID:       a.chainID,
+		CheckInterval: a.cfg.chainCheckEvery,
+		Logger:        a.log.With("component", "chain-identity"),
+	})
+	if err != nil {
+		return err
+	}
+	s, err := a.identity.Check(ctx)
+	switch {
+	case errors.Is(err, indexer.ErrNodeBehind):
+		a.log.Warn("the chain node is far behind the indexed chain: not ready until it catches up", "err", err)
+	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
+		return fmt.Errorf("refusing to start: %w", err)
+	case err != nil:
+		return fmt.Errorf("chain identity check against %s: %w", redactURL(a.cfg.rpcURL), err)
+	default:
+		a.log.Info("chain identity verified", "chain_id", s.ChainID, "genesis", s.GenesisHash.Hex(),
+			"node_head", s.NodeHead, "indexed_tip", s.IndexedTip, "verified_at_block", s.VerifiedAt)
+	}
+	a.workers = append(a.workers, worker{"chain-identity", a.identity.Run})
+	return nil
+}
+
 func (a *app) buildAPI(ctx context.Context) error {
 	creds, err := a.credentials(ctx)
 	if err != nil {
@@ -215,8 +256,13 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rules, err := merchantRules(ctx, a.cfg.keys, a.cfg.xpub == "", a.cfg.blockPrivateWH, a.eth, a.log.With("component", "invoice"))
+	if err != nil {
+		return err
+	}
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		AdminToken: a.adminToken,
+		Merchants:  rules,
 		Logger:     a.log.With("component", "invoice"),
 	})
 	if err != nil {
@@ -328,6 +374,9 @@ func (a *app) buildSweep(ctx context.Context) error {
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
 		Confirmations: uint64(a.cfg.confirmations),
+		// No stored signed transaction goes to a node that serves another
+		// chain than the one it was signed for (same chain id).
+		ChainGuard:    a.identity,
 		OperatorToken: a.adminToken,
 		Registerer:    a.reg,
 		Logger:        a.log.With("component", "sweep"),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 )
 
@@ -84,12 +85,16 @@ func runXPub(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// parseAddress accepts a 0x-prefixed 20-byte hex address.
+// parseAddress accepts a 0x-prefixed 20-byte hex address in one case, or
+// in mixed case with a valid EIP-55 checksum.
 func parseAddress(s string) (common.Address, error) {
-	if !strings.HasPrefix(s, "0x") || !common.IsHexAddress(s) {
+	a, err := store.ParseAddress(s)
+	if errors.Is(err, store.ErrAddressChecksum) {
+		return common.Address{}, fmt.Errorf("%q has a wrong EIP-55 checksum (mixed case must match it): check it for a typo", s)
+	}
+	if err != nil {
 		return common.Address{}, fmt.Errorf("%q is not a 0x address", s)
 	}
-	a := common.HexToAddress(s)
 	if a == (common.Address{}) {
 		return common.Address{}, errors.New("the zero address cannot receive funds")
 	}

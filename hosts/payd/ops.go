@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -55,12 +56,17 @@ func (a *app) buildOps() error {
 	return nil
 }
 
-// serveReady answers 200 when the database and the chain node both answer.
+// serveReady answers 200 when the database and the chain node both answer
+// and the node serves the recorded chain, not far behind the index.
 func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	checks := map[string]string{"database": "ok", "chain": "ok"}
+	checks := map[string]string{"database": "ok", "chain": "ok", "chain_identity": "ok"}
 	status := http.StatusOK
+	if c := chainProblem(a.chainStatus().Err); c != "" {
+		checks["chain_identity"] = c
+		status = http.StatusServiceUnavailable
+	}
 	if err := a.st.Ping(ctx); err != nil {
 		checks["database"] = "unreachable"
 		status = http.StatusServiceUnavailable
@@ -90,7 +96,42 @@ type statusReport struct {
 	// SweepWallet is the sweep wallet's state (processes with the sweep
 	// role); Low is the alert: balance below 0.5 × its 24-hour gas spend.
 	SweepWallet *sweep.WalletStatus `json:"sweep_wallet,omitempty"`
-	Errors      []string            `json:"errors,omitempty"`
+	// Chain is the last check of the node against the recorded chain.
+	Chain  chainReport `json:"chain"`
+	Errors []string    `json:"errors,omitempty"`
+}
+
+// chainReport is the node as the last chain-identity check saw it.
+type chainReport struct {
+	ChainID      uint64 `json:"chain_id"`
+	NodeHead     uint64 `json:"node_head"`
+	IndexedTip   uint64 `json:"indexed_tip"`
+	BehindBlocks uint64 `json:"behind_blocks"`
+	// Problem is "" when the node serves the recorded chain, not far
+	// behind; node_behind or another_chain otherwise, explained by Reason.
+	Problem   string    `json:"problem,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// chainStatus is the last chain-identity check (none in an app built
+// without a node, as some tests build it).
+func (a *app) chainStatus() indexer.ChainStatus {
+	if a.identity == nil {
+		return indexer.ChainStatus{}
+	}
+	return a.identity.Status()
+}
+
+// chainProblem names what an identity check found wrong, or "".
+func chainProblem(err error) string {
+	switch {
+	case errors.Is(err, indexer.ErrNodeBehind):
+		return "node_behind"
+	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
+		return "another_chain"
+	}
+	return ""
 }
 
 func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +164,13 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 			rep.SweepWallet = &ws
 		}
 	}
-	rep.Healthy = len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
+	cs := a.chainStatus()
+	rep.Chain = chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,
+		BehindBlocks: cs.BehindBlocks, Problem: chainProblem(cs.Err), CheckedAt: cs.CheckedAt}
+	if rep.Chain.Problem != "" {
+		rep.Chain.Reason = cs.Err.Error()
+	}
+	rep.Healthy = rep.Chain.Problem == "" && len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
 		rep.FailedDeliveries == 0 && (rep.SweepWallet == nil || !rep.SweepWallet.Low && len(rep.SweepWallet.Alerts) == 0)
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/ethclient"
+
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/sweep"
@@ -202,11 +204,29 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	created, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantParams{Name: *name, WebhookURL: *webhookURL, SettlementAddress: addr})
+	env := os.Getenv
+	allowPrivate, _ := strconv.ParseBool(env("WEBHOOK_ALLOW_PRIVATE_NETWORKS"))
+	var chain invoice.CodeReader
+	if rpcURL := env("RPC_URL"); rpcURL != "" {
+		c, err := ethclient.DialContext(ctx, rpcURL)
+		if err != nil {
+			return fmt.Errorf("payd merchants create: RPC_URL %s: %w", redactURL(rpcURL), err)
+		}
+		defer c.Close()
+		chain = c
+	} else {
+		fmt.Fprintln(stdout, "RPC_URL is not set: the settlement address is not checked for contract code")
+	}
+	rules, err := merchantRules(ctx, fileProvider{getenv: env}, true, !allowPrivate, chain, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "merchant %d created. These credentials are shown once; store them now.\n", created.Merchant.ID)
+	created, err := invoice.CreateMerchant(ctx, st, creds, rules, invoice.MerchantParams{Name: *name, WebhookURL: *webhookURL, SettlementAddress: addr})
+	if err != nil {
+		return fmt.Errorf("payd merchants create: %w", err)
+	}
+	fmt.Fprintf(stdout, "merchant %d created, settlement address %s. These credentials are shown once; store them now.\n",
+		created.Merchant.ID, created.Merchant.SettlementAddress.Hex())
 	fmt.Fprintf(stdout, "api_key=%s\nwebhook_secret=%s\n", created.APIKey, created.WebhookSecret)
 	return nil
 }

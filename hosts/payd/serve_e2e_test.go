@@ -137,6 +137,20 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 	}
 
 	recv := newReceiver(t)
+	// Payouts to a wallet the service holds are refused by the CLI and the
+	// API alike.
+	w, err := hdwallet.NewWallet(m, "")
+	require.NoError(t, err)
+	sweepKey, err := w.SweepKey()
+	require.NoError(t, err)
+	sweepWallet := crypto.PubkeyToAddress(sweepKey.PublicKey)
+	for _, held := range []string{crypto.PubkeyToAddress(funder.PublicKey).Hex(), strings.ToLower(sweepWallet.Hex())} {
+		refused := exec.Command(paydBinary(t), "merchants", "create", "--settlement-address", held)
+		refused.Env = append(os.Environ(), env...)
+		out, err := refused.CombinedOutput()
+		require.Error(t, err, "%s", out)
+		require.Contains(t, string(out), "settlement_address_reserved")
+	}
 	settle, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	create := exec.Command(paydBinary(t), "merchants", "create", "--webhook-url", recv.srv.URL+"/hooks",
@@ -150,7 +164,15 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 	require.NotNil(t, secret, "%s", out)
 	recv.setSecret(string(secret[1]))
 
-	payFlow(t, ctx, apiClient{t: t, base: "http://" + apiAddr, key: string(key[1])}, chainAddr, recv)
+	api := apiClient{t: t, base: "http://" + apiAddr, key: string(key[1])}
+	code, body := api.do("PATCH", "/v1/merchant", map[string]string{"settlement_address": sweepWallet.Hex()}, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, code, "%v", body)
+	require.Equal(t, "settlement_address_reserved", body["code"])
+	code, body = api.do("GET", "/v1/merchant", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, crypto.PubkeyToAddress(settle.PublicKey).Hex(), body["settlement_address"], "EIP-55")
+
+	payFlow(t, ctx, api, chainAddr, recv)
 
 	// The API process, which holds no sweep key, serves the operator's
 	// sweep retry and status.

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, coreTests()...)
 	tests = append(tests, invoiceTests()...)
 	tests = append(tests, chainTests()...)
+	tests = append(tests, identityTests()...)
 	tests = append(tests, settlementTests()...)
 	tests = append(tests, webhookTests()...)
 	tests = append(tests, sweepTests()...)

@@ -1,0 +1,116 @@
+package storetest
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+func identityTests() []test {
+	return []test{
+		{"Identity_RecordedOnce_FirstWins", testIdentityFirstWins},
+		{"Identity_CheckpointsListPruneDelete", testCheckpoints},
+		{"Identity_CheckpointsRollBackWithTransaction", testCheckpointsInTx},
+	}
+}
+
+func testIdentityFirstWins(t *testing.T, st store.Store) {
+	_, err := st.GetChainIdentity(ctx)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	first := store.ChainIdentity{ChainID: math.MaxInt64, GenesisHash: randHash(), RecordedAt: now()}
+	got, err := st.RecordChainIdentity(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, first.ChainID, got.ChainID)
+	require.Equal(t, first.GenesisHash, got.GenesisHash)
+	requireTime(t, first.RecordedAt, got.RecordedAt)
+
+	// A second record (another process, another node) does not overwrite
+	// the first: it gets the first back, to compare with.
+	second := store.ChainIdentity{ChainID: 7, GenesisHash: randHash(), RecordedAt: now().Add(time.Hour)}
+	got, err = st.RecordChainIdentity(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, first.ChainID, got.ChainID)
+	require.Equal(t, first.GenesisHash, got.GenesisHash)
+
+	stored, err := st.GetChainIdentity(ctx)
+	require.NoError(t, err)
+	require.Equal(t, first.GenesisHash, stored.GenesisHash)
+}
+
+func testCheckpoints(t *testing.T, st store.Store) {
+	cps, err := st.ListCheckpoints(ctx, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Empty(t, cps)
+
+	var all []store.Checkpoint
+	for n := uint64(1); n <= 10; n++ {
+		all = append(all, store.Checkpoint{BlockNumber: n, BlockHash: randHash(), Permanent: n == 2 || n == 4, RecordedAt: now()})
+	}
+	require.NoError(t, st.SaveCheckpoints(ctx, all))
+
+	cps, err = st.ListCheckpoints(ctx, 6, 3)
+	require.NoError(t, err)
+	require.Len(t, cps, 3)
+	for i, want := range []uint64{6, 5, 4} {
+		require.Equal(t, want, cps[i].BlockNumber)
+		require.Equal(t, all[want-1].BlockHash, cps[i].BlockHash)
+	}
+	require.True(t, cps[2].Permanent)
+	requireTime(t, now(), cps[0].RecordedAt)
+
+	// Saving at a height already recorded overwrites it.
+	replaced := store.Checkpoint{BlockNumber: 6, BlockHash: randHash(), RecordedAt: now()}
+	require.NoError(t, st.SaveCheckpoints(ctx, []store.Checkpoint{replaced}))
+	cps, err = st.ListCheckpoints(ctx, 6, 1)
+	require.NoError(t, err)
+	require.Equal(t, replaced.BlockHash, cps[0].BlockHash)
+
+	// Pruning keeps the permanent ones below the height and everything above.
+	n, err := st.PruneCheckpoints(ctx, 7)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n) // 1, 3, 5, 6
+	cps, err = st.ListCheckpoints(ctx, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{10, 9, 8, 7, 4, 2}, numbers(cps))
+
+	// A followed reorg removes every checkpoint from the fork up.
+	n, err = st.DeleteCheckpointsFrom(ctx, 4)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	cps, err = st.ListCheckpoints(ctx, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{2}, numbers(cps))
+}
+
+func testCheckpointsInTx(t *testing.T, st store.Store) {
+	boom := errors.New("boom")
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 1, GenesisHash: randHash(), RecordedAt: now()}); err != nil {
+			return err
+		}
+		if err := tx.SaveCheckpoints(ctx, []store.Checkpoint{{BlockNumber: 1, BlockHash: randHash(), RecordedAt: now()}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = st.GetChainIdentity(ctx)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	cps, err := st.ListCheckpoints(ctx, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Empty(t, cps)
+}
+
+func numbers(cps []store.Checkpoint) []uint64 {
+	out := make([]uint64, 0, len(cps))
+	for _, c := range cps {
+		out = append(out, c.BlockNumber)
+	}
+	return out
+}
