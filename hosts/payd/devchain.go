@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,9 +43,9 @@ var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 // devChain is an in-process go-ethereum dev chain serving JSON-RPC over HTTP
 // and sealing a block every period.
 //
-// go-ethereum's own HTTP server listens on a private loopback port as soon
-// as the node starts; the dev chain's address forwards to it only once the
-// first block is sealed and indexed (see startDevChain).
+// go-ethereum's own HTTP server listens on a private loopback port; the dev
+// chain's address forwards to it, turning "transaction indexing is in
+// progress" answers into null (see nullWhileIndexing).
 type devChain struct {
 	backend *simulated.Backend
 	url     string
@@ -66,7 +68,7 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("--chain-rpc %q: want host:port: %w", addr, err)
 	}
-	// Bound now (a taken port fails at once), served from the first block.
+	// Bound first, so that a taken port fails at once.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dev chain: cannot listen on %s (is another node or payd running? choose another port with --chain-rpc): %w", addr, err)
@@ -111,21 +113,75 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 		url:     "http://" + ln.Addr().String(),
 		period:  period,
 	}
-	// Until the first block, go-ethereum's transaction indexer reports
-	// itself behind, and the node answers a receipt lookup of a pending
-	// transaction with -32000 "transaction indexing is in progress" instead
-	// of null, which ethers.js, viem and wallets treat as a failure. Seal
-	// block 1 and wait for the indexer before anybody can reach the node.
-	if err := c.seal(context.Background()); err != nil {
-		_ = backend.Close()
-		return nil, err
-	}
 	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inner))})
 	fwd.ErrorLog = log.New(io.Discard, "", 0) // a client that hangs up is no news
+	fwd.ModifyResponse = nullWhileIndexing
+	director := fwd.Director
+	fwd.Director = func(r *http.Request) {
+		director(r)
+		r.Header.Del("Accept-Encoding") // plain bytes, for nullWhileIndexing
+	}
 	c.srv = &http.Server{Handler: fwd, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()
 	ok = true
 	return c, nil
+}
+
+// errIndexing is go-ethereum's answer to a transaction or receipt lookup
+// while its transaction indexer reports blocks remaining.
+const errIndexing = "transaction indexing is in progress"
+
+// nullWhileIndexing turns the node's -32000 "transaction indexing is in
+// progress" answers into null results. On the dev chain the indexer is
+// behind only until its first run (no index tail before block 1 is sealed
+// and indexed; seal waits for it after every block), when no transaction
+// can be unknown to the index but mined: null, "not mined yet", is what a
+// wallet polling its receipt must see, not an error.
+func nullWhileIndexing(resp *http.Response) error {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(body, []byte(errIndexing)) {
+		body = rewriteIndexing(body)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// rewriteIndexing replaces each errIndexing error object of a JSON-RPC
+// response (single or batch) by a null result.
+func rewriteIndexing(body []byte) []byte {
+	fix := func(m map[string]json.RawMessage) {
+		var e struct {
+			Message string `json:"message"`
+		}
+		if raw, ok := m["error"]; ok && json.Unmarshal(raw, &e) == nil && e.Message == errIndexing {
+			delete(m, "error")
+			m["result"] = json.RawMessage("null")
+		}
+	}
+	var one map[string]json.RawMessage
+	if json.Unmarshal(body, &one) == nil {
+		fix(one)
+		if b, err := json.Marshal(one); err == nil {
+			return b
+		}
+		return body
+	}
+	var batch []map[string]json.RawMessage
+	if json.Unmarshal(body, &batch) == nil {
+		for _, m := range batch {
+			fix(m)
+		}
+		if b, err := json.Marshal(batch); err == nil {
+			return b
+		}
+	}
+	return body
 }
 
 // syncProgress is the part of ethclient.Client behind the simulated
