@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,6 +43,12 @@ type Config struct {
 	// (eth_chainId); Run stops with an error wrapping ErrWrongChain
 	// otherwise. Defaults to 0 (any chain).
 	ChainID uint64
+	// Tokens are the ERC-20 contracts whose Transfer(address,address,uint256)
+	// logs are indexed with their blocks (table token_transfers): fetched by
+	// block hash in one eth_getLogs batch per batch of blocks, written in
+	// the blocks' transaction, removed with them by a reorg. Defaults to
+	// none (no eth_getLogs calls).
+	Tokens []common.Address
 	// RPCTimeout bounds one call or batch to the node. Defaults to 10 s.
 	RPCTimeout time.Duration
 	// StoreTimeout bounds one database transaction. Defaults to 30 s.

@@ -26,7 +26,12 @@
 // the cursor back, in one transaction, then indexes the new branch. A reorg
 // deeper than MaxReorgDepth stops Run with ErrReorgTooDeep.
 //
-// ReadAPI is the read side, an http.Handler serving blocks, transactions
-// and an address's transactions from the database as JSON; mount it on a
-// host's mux with ReadAPI.Register.
+// With Config.Tokens set, each block's ERC-20 Transfer logs of those
+// tokens are fetched by block hash (batched eth_getLogs, EIP-234) and
+// written with the block into token_transfers; a reorg removes them with
+// their block (see docs/tokens.md).
+//
+// ReadAPI is the read side, an http.Handler serving blocks, transactions,
+// token transfers and an address's transactions from the database as JSON;
+// mount it on a host's mux with ReadAPI.Register.
 package indexer

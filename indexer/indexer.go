@@ -65,6 +65,9 @@ type Indexer struct {
 	m        *metrics
 	gatherer prometheus.Gatherer
 	running  atomic.Bool
+	// logBatch is how many blocks' Transfer logs one eth_getLogs batch
+	// asks for: BatchSize, lowered when a batch fails for its size.
+	logBatch atomic.Int64
 	id       *Identity
 
 	// The fields below belong to the goroutine running Run.
@@ -84,6 +87,7 @@ func New(src Source, st Store, cfg Config) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{src: src, st: st, cfg: cfg, log: cfg.Logger}
+	ix.logBatch.Store(int64(cfg.BatchSize))
 	id, err := NewIdentity(src, st, IdentityConfig{
 		ChainID:       cfg.ChainID,
 		MaxReorgDepth: cfg.MaxReorgDepth,
@@ -467,21 +471,24 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 		}
 	}
 	n, moved := len(blocks), false
-	ntx := len(blocks[0].Txs)
+	ntx, ntr := len(blocks[0].Txs), len(blocks[0].Transfers)
 	for i := 1; i < len(blocks); i++ {
 		if blocks[i].ParentHash != blocks[i-1].Hash || blocks[i].Number != blocks[i-1].Number+1 {
 			n, moved = i, true
 			break
 		}
 		ntx += len(blocks[i].Txs)
+		ntr += len(blocks[i].Transfers)
 	}
 	now := ix.cfg.Now()
 	hdrs := make([]store.Block, n)
 	txs := make([]store.Transaction, 0, ntx)
+	transfers := make([]store.TokenTransfer, 0, ntr)
 	for i := range n {
 		hdrs[i] = blocks[i].Block
 		hdrs[i].IndexedAt = now
 		txs = append(txs, blocks[i].Txs...)
+		transfers = append(transfers, blocks[i].Transfers...)
 	}
 	last := hdrs[n-1]
 	c := store.Cursor{Name: store.CursorIndexer, BlockNumber: last.Number, BlockHash: last.Hash, UpdatedAt: now}
@@ -489,6 +496,9 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 	keep := 2 * uint64(ix.cfg.MaxReorgDepth)
 	err := ix.write(wctx, func(tx store.Tx) error {
 		if err := tx.InsertBlocks(wctx, hdrs, txs); err != nil {
+			return err
+		}
+		if err := tx.InsertTokenTransfers(wctx, transfers); err != nil {
 			return err
 		}
 		if err := tx.SaveCheckpoints(wctx, cps); err != nil {
@@ -508,6 +518,7 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 	ix.m.indexed.Set(float64(c.BlockNumber))
 	ix.m.blocks.Add(float64(n))
 	ix.m.txs.Add(float64(len(txs)))
+	ix.m.transfers.Add(float64(len(transfers)))
 	if ix.prog != nil {
 		ix.prog.add(n, len(txs))
 	}

@@ -12,6 +12,7 @@ type metrics struct {
 	backfillRate prometheus.Gauge
 	blocks       prometheus.Counter
 	txs          prometheus.Counter
+	transfers    prometheus.Counter
 	reorgs       prometheus.Counter
 	reorgDepth   prometheus.Histogram
 	errors       *prometheus.CounterVec
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "indexer_transactions_indexed_total",
 			Help: "Transactions written to the database.",
 		}),
+		transfers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "indexer_token_transfers_indexed_total",
+			Help: "ERC-20 Transfer logs of the configured tokens written to the database.",
+		}),
 		reorgs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "indexer_reorgs_total",
 			Help: "Chain reorganisations followed.",
@@ -62,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind"}),
 	}
 	for _, c := range []prometheus.Collector{m.head, m.indexed, m.lag, m.nodeBehind, m.backfillRate, m.blocks,
-		m.txs, m.reorgs, m.reorgDepth, m.errors} {
+		m.txs, m.transfers, m.reorgs, m.reorgDepth, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

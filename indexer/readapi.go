@@ -30,6 +30,8 @@ type ReadStore interface {
 	GetTx(ctx context.Context, hash common.Hash) (store.Transaction, error)
 	ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, limit int) ([]store.Transaction, error)
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
+	ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]store.TokenTransfer, error)
+	ListTokenTransfersByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeLogIndex int, limit int) ([]store.TokenTransfer, error)
 }
 
 var _ ReadStore = store.Store(nil)
@@ -69,6 +71,9 @@ type ReadAPIConfig struct {
 //	GET /v1/transactions/{hash}                a transaction
 //	GET /v1/addresses/{address}/transactions   transactions from or to an address, newest first;
 //	                                           ?limit=N&cursor=C, the next page's cursor in next_cursor
+//	GET /v1/transactions/{hash}/token-transfers         the indexed token transfers of a transaction
+//	GET /v1/addresses/{address}/token-transfers         token transfers from or to an address, newest
+//	                                                    first; paged like transactions
 //
 // Errors are RFC 9457 problem JSON with a stable code: 400 invalid_block_id,
 // invalid_hash, invalid_address, invalid_limit, invalid_cursor; 404
@@ -118,6 +123,8 @@ func (a *ReadAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/blocks/{id}", a.block)
 	mux.HandleFunc("GET /v1/transactions/{hash}", a.transaction)
 	mux.HandleFunc("GET /v1/addresses/{address}/transactions", a.addressTransactions)
+	mux.HandleFunc("GET /v1/transactions/{hash}/token-transfers", a.transactionTokenTransfers)
+	mux.HandleFunc("GET /v1/addresses/{address}/token-transfers", a.addressTokenTransfers)
 }
 
 // ServeHTTP serves the API's routes; anything else is a 404 (or 405)

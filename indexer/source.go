@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 
@@ -19,6 +20,9 @@ type Block struct {
 	// Txs are the block's transactions; empty when the block was fetched
 	// without them (TxCount still says how many it has).
 	Txs []store.Transaction
+	// Transfers are the block's Transfer logs of the configured tokens
+	// (Config.Tokens), in log order.
+	Transfers []store.TokenTransfer
 }
 
 // Source is the chain as the indexer reads it: three JSON-RPC methods.
@@ -35,6 +39,12 @@ type Source interface {
 	// count: it stops before the first block the node does not have or
 	// failed to return. An error means not even the first block came back.
 	Blocks(ctx context.Context, from uint64, count int, full bool) ([]Block, error)
+	// TransferLogs returns the ERC-20 Transfer logs emitted by the token
+	// contracts tokens in each of blocks (result i for blocks[i]), in log
+	// order, fetched by block hash. It fails unless every block's logs
+	// came back; errChainMoved when a log belongs to another block than
+	// asked (the node's chain changed).
+	TransferLogs(ctx context.Context, blocks []store.Block, tokens []common.Address) ([][]store.TokenTransfer, error)
 }
 
 // RPCClient is the part of go-ethereum's *rpc.Client that RPCSource uses.

@@ -128,6 +128,68 @@ func (ix *Indexer) fetch(ctx context.Context, from uint64, count int) ([]Block, 
 		bo.reset()
 		out = append(out, bs...)
 	}
+	if len(ix.cfg.Tokens) == 0 || len(out) == 0 {
+		return out, nil
+	}
+	return out, ix.fetchTransfers(ctx, out)
+}
+
+// fetchTransfers adds to each block its Transfer logs of the configured
+// tokens, retrying failures a few times like fetch.
+func (ix *Indexer) fetchTransfers(ctx context.Context, blocks []Block) error {
+	hdrs := make([]store.Block, len(blocks))
+	for i := range blocks {
+		hdrs[i] = blocks[i].Block
+	}
+	bo := ix.newBackoff()
+	for failures := 1; ; failures++ {
+		logs, err := ix.transferLogs(ctx, hdrs)
+		if err == nil {
+			for i := range blocks {
+				blocks[i].Transfers = logs[i]
+			}
+			return nil
+		}
+		if failures >= fetchAttempts || ctx.Err() != nil || errors.Is(err, errChainMoved) {
+			return err
+		}
+		ix.m.errors.WithLabelValues("upstream").Inc()
+		ix.log.DebugContext(ctx, "indexer: fetching transfer logs failed; retrying",
+			slog.Uint64("from", blocks[0].Number), slog.Any("error", err))
+		if !sleep(ctx, bo.next()) {
+			return ctx.Err()
+		}
+	}
+}
+
+// transferLogs fetches the Transfer logs of blocks in batches of at most
+// logBatch blocks. A batch of several blocks that fails as a whole is
+// halved, for this call and the ones after it, and tried again: a node caps
+// the size of a batch's response (geth at 25 MB), which a batch of
+// log-heavy blocks can pass. Other failures end the call (fetchTransfers
+// retries).
+func (ix *Indexer) transferLogs(ctx context.Context, blocks []store.Block) ([][]store.TokenTransfer, error) {
+	out := make([][]store.TokenTransfer, 0, len(blocks))
+	for len(blocks) > 0 {
+		n := min(len(blocks), int(ix.logBatch.Load()))
+		rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
+		logs, err := ix.src.TransferLogs(rctx, blocks[:n], ix.cfg.Tokens)
+		cancel()
+		if err == nil && len(logs) != n {
+			err = fmt.Errorf("indexer: transfer logs for %d of %d blocks", len(logs), n)
+		}
+		if err != nil {
+			if n == 1 || errors.Is(err, errChainMoved) || ctx.Err() != nil {
+				return nil, err
+			}
+			ix.logBatch.CompareAndSwap(ix.logBatch.Load(), int64(n/2))
+			ix.log.DebugContext(ctx, "indexer: transfer log batch failed; halving it",
+				slog.Uint64("from", blocks[0].Number), slog.Int("blocks", n), slog.Any("error", err))
+			continue
+		}
+		out = append(out, logs...)
+		blocks = blocks[n:]
+	}
 	return out, nil
 }
 

@@ -62,6 +62,14 @@ func (c *simChain) send(nonce uint64, to *common.Address, wei store.Amount, tip 
 	c.t.Helper()
 	h, err := c.trySend(nonce, to, wei, tip)
 	require.NoError(c.t, err)
+	// The pool admits a transaction asynchronously after a block (its promotion
+	// from the queue runs in the background): wait until it is pending, so that the next
+	// commit mines it. A loaded machine otherwise splits a test's block.
+	from := crypto.PubkeyToAddress(c.key.PublicKey)
+	require.Eventually(c.t, func() bool {
+		next, err := c.client.PendingNonceAt(context.Background(), from)
+		return err == nil && next > nonce
+	}, 10*time.Second, 5*time.Millisecond, "transaction %s never pending", h)
 	return h
 }
 
@@ -104,9 +112,14 @@ type chainEnv struct {
 
 func newChainEnv(t *testing.T) *chainEnv {
 	t.Parallel()
+	return startChainEnv(t, newSimChain(t))
+}
+
+// startChainEnv starts the indexer on c, indexing the Transfer logs of
+// tokens.
+func startChainEnv(t *testing.T, c *simChain, tokens ...common.Address) *chainEnv {
 	st := pgtest.New(t)
-	c := newSimChain(t)
-	ix, err := indexer.New(indexer.NewRPCSource(c.rpc), st, indexer.Config{Backfill: true,
+	ix, err := indexer.New(indexer.NewRPCSource(c.rpc), st, indexer.Config{Backfill: true, Tokens: tokens,
 		PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ictx, cancel := context.WithCancel(context.Background())

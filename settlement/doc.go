@@ -16,7 +16,11 @@
 // For each indexed block after its cursor, a Settler reads the block's
 // transactions whose recipient is an invoice's deposit address (an indexed
 // join, never a scan of the invoices), records each non-zero one as a
-// payment and recomputes the invoices they pay. The cursor's
+// payment and recomputes the invoices they pay. Token transfers the
+// indexer recorded count the same way toward invoices in that token; a
+// payment in another asset than its invoice's is recorded as wrong_asset,
+// never counted, and flags the invoice (invoice.wrong_asset; see
+// docs/tokens.md). The cursor's
 // compare-and-set, the payments, the invoice changes and their events
 // commit in one database transaction: a crash at any point leaves either
 // all of the block or none of it, so a restart neither counts a payment

@@ -30,11 +30,30 @@ func sumPayments(ps []store.Payment) store.Amount {
 	return sum
 }
 
-// setTotals sets paid_wei and the flags derived from the payments:
+// counted returns the payments that count toward their invoice: those in
+// the invoice's asset. A payment in another asset (WrongAsset) is
+// recorded but never counted.
+func counted(ps []store.Payment) []store.Payment {
+	for i, p := range ps {
+		if p.WrongAsset {
+			out := append([]store.Payment(nil), ps[:i]...)
+			for _, q := range ps[i+1:] {
+				if !q.WrongAsset {
+					out = append(out, q)
+				}
+			}
+			return out
+		}
+	}
+	return ps
+}
+
+// setTotals sets paid_wei and the flags derived from the counted payments:
 // overpaid (more than the amount), underpaid (something, but less than the
 // amount) and paid_late (any payment arrived after expiry).
 // NeedsAttention is never cleared here: only an operator clears it.
 func setTotals(inv *store.Invoice, ps []store.Payment) {
+	ps = counted(ps)
 	sum := sumPayments(ps)
 	inv.PaidWei = sum
 	c := sum.Cmp(inv.AmountWei)
@@ -94,6 +113,18 @@ func applyPayments(inv store.Invoice, all []store.Payment, now time.Time, lateWi
 	}
 }
 
+// applyWrongAsset is the invoice after a payment in another asset than its
+// own arrived (native coin to a token invoice, another token, a token to a
+// native invoice): the payment is recorded but not counted, the invoice is
+// flagged needs_attention with its status and totals untouched, and sweep
+// moves what arrived to the merchant (invoice.wrong_asset).
+func applyWrongAsset(inv store.Invoice, now time.Time) (store.Invoice, string) {
+	next := inv
+	next.NeedsAttention = true
+	next.UpdatedAt = now
+	return next, store.EventInvoiceWrongAsset
+}
+
 // sweepStarted reports whether the sweep may have moved money: anything
 // past QUEUED. Such an invoice can no longer go back.
 func sweepStarted(inv store.Invoice) bool {
@@ -145,10 +176,11 @@ func applyRevert(inv store.Invoice, remaining []store.Payment, now time.Time) (s
 	return next, store.EventInvoiceReverted
 }
 
-// applyConfirm confirms a PAID invoice when every payment is in a block at
-// or below maxBlock (head − threshold) and the payments still cover the
-// amount: CONFIRMED, sweep QUEUED (invoice.confirmed).
+// applyConfirm confirms a PAID invoice when every counted payment is in a
+// block at or below maxBlock (head − threshold) and the payments still
+// cover the amount: CONFIRMED, sweep QUEUED (invoice.confirmed).
 func applyConfirm(inv store.Invoice, ps []store.Payment, maxBlock uint64, now time.Time) (store.Invoice, string) {
+	ps = counted(ps)
 	if inv.Status != store.StatusPaid || len(ps) == 0 {
 		return inv, ""
 	}

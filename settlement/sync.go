@@ -191,7 +191,13 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		if err != nil {
 			return err
 		}
-		byInvoice := map[int64][]store.InvoiceTx{}
+		transfers, err := tx.ListInvoiceTokenTransfersInBlock(ctx, n)
+		if err != nil {
+			return err
+		}
+		// An incoming is a native-coin transaction or a token transfer to
+		// an invoice's deposit address.
+		byInvoice := map[int64][]incoming{}
 		for _, t := range txs {
 			// A zero-value transaction pays nothing; a row of another
 			// version of block n (the indexer replaced it meanwhile) is
@@ -199,7 +205,16 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			if t.ValueWei.IsZero() || t.BlockHash != b.Hash {
 				continue
 			}
-			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], t)
+			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], incoming{tx: t.Hash, log: store.NativeLogIndex,
+				from: t.From, value: t.ValueWei})
+		}
+		for _, t := range transfers {
+			if t.Value.IsZero() || t.BlockHash != b.Hash {
+				continue
+			}
+			token := t.Token
+			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], incoming{tx: t.TxHash, log: t.LogIndex,
+				from: t.From, value: t.Value, token: &token})
 		}
 		if len(byInvoice) > 0 {
 			ids := make([]int64, 0, len(byInvoice))
@@ -217,14 +232,21 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			}
 			paid := groupPayments(existing)
 			var fresh []store.Payment
+			rightAsset, wrongAsset := map[int64]bool{}, map[int64]bool{}
 			for _, inv := range invs {
 				late := inv.Status == store.StatusExpired
-				for _, t := range byInvoice[inv.ID] {
-					p := store.Payment{InvoiceID: inv.ID, TxHash: t.Hash, LogIndex: store.NativeLogIndex,
-						BlockNumber: n, BlockHash: b.Hash, From: t.From, AmountWei: t.ValueWei,
-						Late: late, CreatedAt: now}
+				for _, in := range byInvoice[inv.ID] {
+					p := store.Payment{InvoiceID: inv.ID, TxHash: in.tx, LogIndex: in.log,
+						BlockNumber: n, BlockHash: b.Hash, From: in.from, AmountWei: in.value,
+						Late: late, CreatedAt: now, Token: in.token,
+						WrongAsset: !store.SameToken(in.token, inv.TokenAddress)}
 					fresh = append(fresh, p)
 					paid[inv.ID] = append(paid[inv.ID], p)
+					if p.WrongAsset {
+						wrongAsset[inv.ID] = true
+					} else {
+						rightAsset[inv.ID] = true
+					}
 				}
 			}
 			if err := tx.InsertPayments(ctx, fresh); err != nil {
@@ -236,8 +258,18 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			}
 			var w writes
 			for _, inv := range invs {
-				updated, event := applyPayments(inv, paid[inv.ID], now, s.cfg.LateWindow)
-				w.add(inv, updated, event)
+				updated, events := inv, []string(nil)
+				if rightAsset[inv.ID] {
+					var event string
+					updated, event = applyPayments(inv, paid[inv.ID], now, s.cfg.LateWindow)
+					events = append(events, event)
+				}
+				if wrongAsset[inv.ID] {
+					var event string
+					updated, event = applyWrongAsset(updated, now)
+					events = append(events, event)
+				}
+				w.add(inv, updated, events...)
 			}
 			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
 				return err
@@ -282,20 +314,33 @@ func groupPayments(ps []store.Payment) map[int64][]store.Payment {
 	return out
 }
 
-// writes are the invoice changes of one transaction.
+// incoming is money that arrived at a deposit address in a block: a
+// native-coin transaction (token nil, log NativeLogIndex) or a token
+// transfer.
+type incoming struct {
+	tx    common.Hash
+	log   int
+	from  common.Address
+	value store.Amount
+	token *common.Address
+}
+
+// writes are the invoice changes of one transaction, each with the events
+// it emits (usually one).
 type writes struct {
 	old     []store.Invoice
 	updated []*store.Invoice
-	events  []string
+	events  [][]string
 }
 
-func (w *writes) add(old, updated store.Invoice, event string) {
-	if event == "" {
+func (w *writes) add(old, updated store.Invoice, events ...string) {
+	events = slices.DeleteFunc(events, func(e string) bool { return e == "" })
+	if len(events) == 0 {
 		return
 	}
 	w.old = append(w.old, old)
 	w.updated = append(w.updated, &updated)
-	w.events = append(w.events, event)
+	w.events = append(w.events, events)
 }
 
 // write stores the updated invoices and their events in tx, in bulk.
@@ -312,15 +357,23 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 	if err := s.step(step + ".invoice"); err != nil {
 		return nil, err
 	}
-	evs := make([]store.Event, len(w.updated))
-	changes := make([]change, len(w.updated))
+	var (
+		evs     []store.Event
+		changes []change
+	)
 	for i, inv := range w.updated {
-		ev, err := store.NewInvoiceEvent(w.events[i], *inv, now)
-		if err != nil {
-			return nil, err
+		for j, typ := range w.events[i] {
+			ev, err := store.NewInvoiceEvent(typ, *inv, now)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev)
+			from := w.old[i].Status
+			if j > 0 { // one transition, however many events
+				from = inv.Status
+			}
+			changes = append(changes, change{invoiceID: inv.ID, from: from, to: inv.Status, event: typ})
 		}
-		evs[i] = ev
-		changes[i] = change{invoiceID: inv.ID, from: w.old[i].Status, to: inv.Status, event: w.events[i]}
 	}
 	if err := tx.InsertEvents(ctx, evs); err != nil {
 		return nil, fmt.Errorf("write events: %w", err)

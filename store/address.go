@@ -108,13 +108,14 @@ func (t Transaction) MarshalJSON() ([]byte, error) {
 	}{plain(t), ChecksumAddress(t.From), checksummed(t.To)})
 }
 
-// MarshalJSON shows from in EIP-55.
+// MarshalJSON shows from and token in EIP-55.
 func (p Payment) MarshalJSON() ([]byte, error) {
 	type plain Payment
 	return json.Marshal(struct {
 		plain
-		From ChecksumAddress `json:"from"`
-	}{plain(p), ChecksumAddress(p.From)})
+		From  ChecksumAddress  `json:"from"`
+		Token *ChecksumAddress `json:"token,omitempty"`
+	}{plain(p), ChecksumAddress(p.From), checksummed(p.Token)})
 }
 
 // MarshalJSON shows from and to in EIP-55.

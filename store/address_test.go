@@ -51,6 +51,7 @@ func TestRecordJSON_EveryAddress_EIP55(t *testing.T) {
 	records := map[string]any{
 		"Merchant": &store.Merchant{}, "Invoice": &store.Invoice{}, "Block": &store.Block{},
 		"Transaction": &store.Transaction{}, "Payment": &store.Payment{}, "SweepTx": &store.SweepTx{},
+		"TokenTransfer": &store.TokenTransfer{},
 	}
 	for name, rec := range records {
 		withAddresses(rec)

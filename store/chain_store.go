@@ -17,8 +17,12 @@ type ChainStore interface {
 	LatestBlock(ctx context.Context) (Block, error)
 	// ListBlockHashes returns the hashes of blocks in [from, to], by number.
 	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
-	// DeleteBlocksFrom removes blocks ≥ number and their transactions and
-	// returns how many blocks it removed.
+	// InsertTokenTransfers inserts token transfers in bulk (COPY on
+	// PostgreSQL); call it in the transaction that inserts their blocks.
+	// ErrConflict if a (tx hash, log index) exists.
+	InsertTokenTransfers(ctx context.Context, ts []TokenTransfer) error
+	// DeleteBlocksFrom removes blocks ≥ number with their transactions and
+	// token transfers, and returns how many blocks it removed.
 	DeleteBlocksFrom(ctx context.Context, number uint64) (int64, error)
 	GetTx(ctx context.Context, hash common.Hash) (Transaction, error)
 	// ListTxsByBlock returns a block's transactions in index order.
@@ -27,6 +31,13 @@ type ChainStore interface {
 	// continuing below the position (beforeBlock, beforeIndex) when
 	// beforeBlock > 0.
 	ListTxsByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeIndex int, limit int) ([]Transaction, error)
+	// ListTokenTransfersByTx returns the token transfers of a
+	// transaction, by log index.
+	ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]TokenTransfer, error)
+	// ListTokenTransfersByAddress returns token transfers from or to addr,
+	// newest first, continuing below the position (beforeBlock,
+	// beforeLogIndex) when beforeBlock > 0.
+	ListTokenTransfersByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeLogIndex int, limit int) ([]TokenTransfer, error)
 	InsertReorg(ctx context.Context, r *Reorg) error
 	ListReorgs(ctx context.Context, afterID int64, limit int) ([]Reorg, error)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -93,6 +94,87 @@ type Invoice struct {
 	// Version increases with every update; UpdateInvoice uses it for
 	// optimistic concurrency.
 	Version int64 `db:"version" json:"-"`
+
+	// The invoice's asset, fixed at creation (see Asset): TokenAddress is
+	// nil for the native coin, else the ERC-20 contract; AssetSymbol and
+	// AssetDecimals are snapshots of the token's configuration. AmountWei,
+	// PaidWei, SweptWei and DustWei are base units of this asset.
+	TokenAddress  *common.Address `db:"token_address" json:"-"`
+	AssetSymbol   string          `db:"asset_symbol" json:"-"`
+	AssetDecimals uint8           `db:"asset_decimals" json:"-"`
+}
+
+// Asset returns the invoice's asset. A native-coin invoice always has
+// NativeDecimals, whatever was stored.
+func (inv *Invoice) Asset() Asset {
+	if inv.TokenAddress == nil || *inv.TokenAddress == (common.Address{}) {
+		return NativeAsset(inv.AssetSymbol)
+	}
+	t := *inv.TokenAddress
+	return Asset{Symbol: inv.AssetSymbol, Address: &t, Decimals: inv.AssetDecimals}
+}
+
+// SetAsset records a as the invoice's asset (use it at creation only).
+func (inv *Invoice) SetAsset(a Asset) {
+	inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals = a.Token(), a.Symbol, a.Decimals
+	if inv.TokenAddress == nil {
+		inv.AssetDecimals = NativeDecimals
+	}
+}
+
+// IsToken reports whether the invoice is for an ERC-20 token.
+func (inv *Invoice) IsToken() bool {
+	return inv.TokenAddress != nil && *inv.TokenAddress != (common.Address{})
+}
+
+// TokenAmounts is what the JSON of a token invoice shows instead of
+// amount_wei and paid_wei: the asset ({"symbol", "address" EIP-55,
+// "decimals"}) and the amounts in base units (decimal strings) and
+// formatted ("12.5"). Embed a *TokenAmounts in a view struct, nil for a
+// native-coin invoice, so that native JSON stays as it was.
+type TokenAmounts struct {
+	Asset           Asset  `json:"asset"`
+	Amount          Amount `json:"amount"`
+	AmountFormatted string `json:"amount_formatted"`
+	Paid            Amount `json:"paid"`
+	PaidFormatted   string `json:"paid_formatted"`
+}
+
+// TokenAmounts returns the invoice's token amounts; nil for a native-coin
+// invoice.
+func (inv *Invoice) TokenAmounts() *TokenAmounts {
+	if !inv.IsToken() {
+		return nil
+	}
+	a := inv.Asset()
+	return &TokenAmounts{Asset: a, Amount: inv.AmountWei, AmountFormatted: a.Format(inv.AmountWei),
+		Paid: inv.PaidWei, PaidFormatted: a.Format(inv.PaidWei)}
+}
+
+// MarshalInvoiceJSON encodes inv as events carry it (webhook data): a
+// native-coin invoice exactly as json.Marshal(inv); a token invoice with
+// the TokenAmounts members instead of amount_wei and paid_wei (members in
+// name order, which JSON does not make significant).
+func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
+	ta := inv.TokenAmounts()
+	b, err := json.Marshal(inv)
+	if err != nil || ta == nil {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "amount_wei")
+	delete(m, "paid_wei")
+	extra, err := json.Marshal(ta)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(extra, &m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // Idempotency record statuses.

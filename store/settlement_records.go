@@ -21,6 +21,14 @@ type Payment struct {
 	// Late is true when the payment arrived after the invoice expired.
 	Late      bool      `db:"late" json:"late"`
 	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	// Token is the ERC-20 contract of a token transfer; nil for the native
+	// coin. AmountWei is in base units of that asset.
+	Token *common.Address `db:"token_address" json:"token,omitempty"`
+	// WrongAsset is true for a payment in another asset than its invoice's
+	// (native coin to a token invoice, another token, a token to a native
+	// invoice): it is recorded and flags the invoice, but never counts
+	// toward it.
+	WrongAsset bool `db:"wrong_asset" json:"wrong_asset,omitempty"`
 }
 
 // NativeLogIndex is the LogIndex of a native-coin payment (no log).
@@ -37,6 +45,11 @@ const (
 	// longer than settlement's late window. The payment is recorded and
 	// the invoice flagged NeedsAttention, but it stays EXPIRED.
 	EventInvoiceLatePayment = "invoice.late_payment"
+	// EventInvoiceWrongAsset: a payment in another asset than the
+	// invoice's arrived at its deposit address. It is recorded, never
+	// counted, and the invoice flagged NeedsAttention; sweep moves it to
+	// the merchant.
+	EventInvoiceWrongAsset = "invoice.wrong_asset"
 )
 
 // PendingInvoiceTx is an indexed transaction to the deposit address of a

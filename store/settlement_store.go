@@ -35,6 +35,11 @@ type SettlementStore interface {
 	// transaction of the block: its cost does not grow with the number of
 	// invoices.
 	ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]InvoiceTx, error)
+	// ListInvoiceTokenTransfersInBlock returns the token transfers of
+	// block number whose recipient is an invoice's deposit address, with
+	// that invoice's id, in log order (one deposit-address index probe
+	// per transfer of the block, like ListInvoiceTxsInBlock).
+	ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64) ([]InvoiceTokenTransfer, error)
 	// EarliestBlock returns the lowest indexed block; ErrNotFound if none.
 	EarliestBlock(ctx context.Context) (Block, error)
 	// GetInvoicesForUpdate reads the invoices with these ids, by id, and on
@@ -59,9 +64,9 @@ type SettlementStore interface {
 	// does not set their ids.
 	InsertEvents(ctx context.Context, evs []Event) error
 	// ListConfirmable returns the ids of up to limit PAID invoices none of
-	// whose payments is in a block above maxBlock, by id: the invoices
-	// whose confirmations must be recomputed when the head reaches
-	// maxBlock + threshold. An indexed lookup of PAID invoices, never a
+	// whose counted payments (WrongAsset false) is in a block above
+	// maxBlock, by id: the invoices whose confirmations must be recomputed
+	// when the head reaches maxBlock + threshold. An indexed lookup of PAID invoices, never a
 	// scan of all invoices.
 	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
 	// InsertSettledBlock records that settlement processed the block

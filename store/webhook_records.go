@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -30,9 +29,9 @@ type Event struct {
 }
 
 // NewInvoiceEvent returns an event of type typ whose data is a snapshot of
-// inv.
+// inv (MarshalInvoiceJSON: a token invoice carries its asset).
 func NewInvoiceEvent(typ string, inv Invoice, at time.Time) (Event, error) {
-	data, err := json.Marshal(inv)
+	data, err := MarshalInvoiceJSON(inv)
 	if err != nil {
 		return Event{}, err
 	}

@@ -42,6 +42,13 @@ type DeliveryClaim struct {
 	ExcludeMerchants []int64
 }
 
+// DeliveryAttempt is one attempt for RecordDeliveryAttempts: the
+// delivery's new attempt fields and the lease its claimer holds.
+type DeliveryAttempt struct {
+	Delivery Delivery
+	Held     time.Time
+}
+
 // DeliveryStore stores webhook deliveries.
 //
 // Work on a delivery is leased: ClaimDeliveries sets locked_until, and the
@@ -73,6 +80,13 @@ type DeliveryStore interface {
 	// delivery is PENDING and still leased until held. ErrConflict when the
 	// lease is no longer held.
 	RecordDeliveryAttempt(ctx context.Context, d Delivery, held time.Time) error
+	// RecordDeliveryAttempts does what RecordDeliveryAttempt does for each
+	// attempt, all in one transaction (one statement on PostgreSQL), and
+	// reports for each whether it was recorded: false when that delivery
+	// is no longer PENDING and leased until its Held (it is left
+	// untouched; the others are still recorded). On an error nothing is
+	// recorded.
+	RecordDeliveryAttempts(ctx context.Context, as []DeliveryAttempt) ([]bool, error)
 	// DispatchEvents turns up to limit undispatched events, oldest first,
 	// into PENDING deliveries created at now and due at due, and marks the
 	// events dispatched at now, in one transaction. Concurrent callers skip

@@ -67,8 +67,11 @@ const dbTimeout = 30 * time.Second
 // maxErrorLen bounds last_error.
 const maxErrorLen = 200
 
-// attempt makes one attempt at a claimed delivery and records it.
-func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
+// attempt makes one attempt at a claimed delivery and records it. sent,
+// when not nil, is called with the result once the request is over and
+// before it is recorded, so that the endpoint's slot is free while the
+// database writes.
+func (d *Dispatcher) attempt(ctx context.Context, j *job, sent func(result)) result {
 	log := d.log.With(slog.Int64("delivery_id", j.d.ID), slog.String("event_id", EventID(j.d.EventID)),
 		slog.Int64("merchant_id", j.d.MerchantID))
 	start := d.cfg.Now()
@@ -80,6 +83,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 			// Lost (another dispatcher took it over) or not renewable now:
 			// either way not ours to send; it is retried when due.
 			log.WarnContext(ctx, "webhook: could not renew the lease before the attempt; skipping it", slog.Any("error", err))
+			if sent != nil {
+				sent(result{})
+			}
 			return result{}
 		}
 		j.lease = lease
@@ -90,6 +96,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) result {
 		res = result{outcome: outcomeRetry, lastError: notSentError}
 	} else {
 		res = d.send(ctx, j, start, log)
+	}
+	if sent != nil {
+		sent(res)
 	}
 	end := d.cfg.Now()
 	rec := d.next(j.d, res, start, end)
@@ -153,7 +162,7 @@ func (d *Dispatcher) record(ctx context.Context, j *job, rec store.Delivery, log
 	wait := recordBackoff
 	for try := 1; ; try++ {
 		rctx, cancel := context.WithTimeout(ctx, dbTimeout)
-		err := d.st.RecordDeliveryAttempt(rctx, rec, j.lease)
+		err := d.rec.record(rctx, rec, j.lease)
 		cancel()
 		if err == nil {
 			if try > 1 {

@@ -25,7 +25,7 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error)
 	RenewDeliveryLease(ctx context.Context, id int64, held, until time.Time) (time.Time, error)
 	ReleaseDeliveryLease(ctx context.Context, id int64, held time.Time) error
-	RecordDeliveryAttempt(ctx context.Context, d store.Delivery, held time.Time) error
+	RecordDeliveryAttempts(ctx context.Context, as []store.DeliveryAttempt) ([]bool, error)
 }
 
 // SecretSource opens a merchant's stored webhook secret. The host passes
@@ -49,6 +49,7 @@ type Dispatcher struct {
 	secrets  SecretSource
 	cfg      Config
 	client   *http.Client
+	rec      *recorder
 	met      *metrics
 	gatherer prometheus.Gatherer
 	log      *slog.Logger
@@ -71,9 +72,10 @@ type Dispatcher struct {
 
 // lane is the work claimed for one merchant's endpoint.
 type lane struct {
-	queue   []*job
-	running int
-	probing bool // a request to the endpoint, which is down, is in flight
+	queue     []*job
+	running   int  // requests in flight
+	recording int  // attempts whose request is over, being recorded
+	probing   bool // a request to the endpoint, which is down, is in flight
 }
 
 // job is one claimed delivery and what its attempt needs.
@@ -121,6 +123,7 @@ func New(st Store, secrets SecretSource, cfg Config) (*Dispatcher, error) {
 		secrets:  secrets,
 		cfg:      cfg,
 		client:   newClient(rt),
+		rec:      &recorder{st: st},
 		met:      met,
 		gatherer: gatherer,
 		log:      cfg.Logger,
@@ -163,7 +166,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		unstarted = append(unstarted, l.queue...)
 		d.held -= len(l.queue)
 		l.queue = nil
-		if l.running == 0 {
+		if l.running+l.recording == 0 {
 			delete(d.lanes, mid)
 		}
 	}
@@ -272,6 +275,13 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	limit := min(room, d.cfg.BatchSize)
+	// The claim and the reads run to completion even when Run is stopped
+	// meanwhile: a claim cancelled mid-way may have committed leases whose
+	// rows never came back, and they would stay leased for Config.Lease.
+	// What a stopped Run claimed is handed back below.
+	stopped := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	defer cancel()
 	ds, err := d.st.ClaimDeliveries(ctx, store.DeliveryClaim{
 		Now:              d.cfg.Now(),
 		Lease:            d.cfg.Lease,
@@ -281,6 +291,10 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 	})
 	if err != nil || len(ds) == 0 {
 		return false, err
+	}
+	if stopped.Err() != nil {
+		d.release(ctx, ds)
+		return false, nil
 	}
 	jobs, err := d.load(ctx, ds)
 	if err != nil {
@@ -409,30 +423,43 @@ func (d *Dispatcher) schedule() {
 	}
 }
 
-// work makes one attempt and frees its slots.
+// work makes one attempt and frees its slots: the endpoint's as soon as
+// the request is over (its result is being recorded, with other attempts'
+// results, while the next request to the endpoint runs), the worker's and
+// the held delivery's once the result is recorded.
 func (d *Dispatcher) work(j *job) {
 	defer d.wg.Done()
 	d.met.inflight.Inc()
-	res := d.attempt(d.workCtx, j)
+	mid := j.d.MerchantID
+	d.attempt(d.workCtx, j, func(res result) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		l := d.lanes[mid]
+		l.running--
+		l.recording++
+		if j.probe {
+			l.probing = false
+		}
+		switch {
+		case res.unreachable:
+			d.down[mid] = true
+		case res.status != nil:
+			delete(d.down, mid)
+		}
+		if len(l.queue)+l.running < d.depth() {
+			d.signal()
+		}
+		d.schedule()
+	})
 	d.met.inflight.Dec()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	mid := j.d.MerchantID
 	l := d.lanes[mid]
-	l.running--
+	l.recording--
 	d.inflight--
 	d.held--
-	if j.probe {
-		l.probing = false
-	}
-	switch {
-	case res.unreachable:
-		d.down[mid] = true
-	case res.status != nil:
-		delete(d.down, mid)
-	}
-	if len(l.queue)+l.running == 0 {
+	if len(l.queue)+l.running+l.recording == 0 {
 		delete(d.lanes, mid)
 	}
 	if len(l.queue)+l.running < d.depth() {

@@ -528,7 +528,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// crashingStore fails the first RecordDeliveryAttempt, as a process that
+// crashingStore fails the first RecordDeliveryAttempts, as a process that
 // dies after the receiver answered and before the result reached the
 // database.
 type crashingStore struct {
@@ -537,10 +537,10 @@ type crashingStore struct {
 	crashed chan struct{}
 }
 
-func (c *crashingStore) RecordDeliveryAttempt(ctx2 ctxT, d store.Delivery, held time.Time) error {
+func (c *crashingStore) RecordDeliveryAttempts(ctxT, []store.DeliveryAttempt) ([]bool, error) {
 	err := errSimulatedCrash
 	c.once.Do(func() { close(c.crashed) })
-	return err
+	return nil, err
 }
 
 func TestCrashBetweenSendAndRecord_RedeliversTheSameWebhookID(t *testing.T) {

@@ -110,7 +110,7 @@ func TestDeliveryList_FailedAtFirstAttemptAndExhausted_ShowTheirReason(t *testin
 }
 
 // blippingStore makes the database unavailable to the first fail calls of
-// RecordDeliveryAttempt (the real store is untouched by them), as a
+// RecordDeliveryAttempts (the real store is untouched by them), as a
 // PostgreSQL restart or a network blip between the dispatcher and it.
 type blippingStore struct {
 	testStore
@@ -118,11 +118,11 @@ type blippingStore struct {
 	calls atomic.Int64
 }
 
-func (b *blippingStore) RecordDeliveryAttempt(ctx ctxT, d store.Delivery, held time.Time) error {
+func (b *blippingStore) RecordDeliveryAttempts(ctx ctxT, as []store.DeliveryAttempt) ([]bool, error) {
 	if b.calls.Add(1) <= b.fail {
-		return fmt.Errorf("%w: read tcp: connection reset by peer", store.ErrUnavailable)
+		return nil, fmt.Errorf("%w: read tcp: connection reset by peer", store.ErrUnavailable)
 	}
-	return b.testStore.RecordDeliveryAttempt(ctx, d, held)
+	return b.testStore.RecordDeliveryAttempts(ctx, as)
 }
 
 func TestRecordAttempt_DatabaseBlip_RetriedWithinTheLeaseAndSentOnce(t *testing.T) {

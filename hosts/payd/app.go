@@ -100,6 +100,10 @@ type appConfig struct {
 	proxyRate      float64
 	proxyBurst     int
 	blockPrivateWH bool
+	// reads, when set, serves the reads that tolerate replica lag (the
+	// read API: blocks, transactions, address transactions) from a read
+	// replica (DATABASE_READ_URL); see docs/scale.md. nil: the primary.
+	reads store.Store
 	// chainCheckEvery is how often the node's chain is compared with the
 	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
 	chainCheckEvery time.Duration

@@ -20,6 +20,20 @@ import (
 	"github.com/evmpay/evmpay/webhook"
 )
 
+// readStore is where replica-tolerant reads go: the read replica when
+// DATABASE_READ_URL is set, else the primary. The read API tolerates lag:
+// it already refuses an index not written for StaleAfter (the indexer's
+// cursor, read from the same replica, ages with the lag), and chain data
+// below the head does not change. Invoice reads stay on the primary: a
+// merchant reads its invoice right after creating it, or after a webhook
+// says it changed, and must not get an older state.
+func (a *app) readStore() store.Store {
+	if a.cfg.reads != nil {
+		return a.cfg.reads
+	}
+	return a.st
+}
+
 // buildOps adds what every process serves — health, readiness, metrics —
 // and what the roles share: the read API (api, gateway), the operator status
 // and the sweep retry endpoint (api, sweep).
@@ -30,7 +44,7 @@ func (a *app) buildOps() error {
 	a.mux.HandleFunc("GET /readyz", a.serveReady)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	if a.cfg.roles[roleAPI] || a.cfg.roles[roleGateway] {
-		ra, err := indexer.NewReadAPI(a.st, indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
+		ra, err := indexer.NewReadAPI(a.readStore(), indexer.ReadAPIConfig{Logger: a.log.With("component", "readapi")})
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/sweep"
 )
@@ -47,9 +48,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		return err
 	}
 	*red = *newRedactor(env.rpcURL)
-	if u, err := url.Parse(env.databaseURL); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			red.add(pw)
+	for _, db := range []string{env.databaseURL, env.databaseReadURL} {
+		if u, err := url.Parse(db); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				red.add(pw)
+			}
 		}
 	}
 	log = slog.New(red.Handler(log.Handler()))
@@ -58,6 +61,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		return err
 	}
 	defer st.Close()
+	var reads store.Store
+	if env.databaseReadURL != "" {
+		rs, err := postgres.Open(ctx, env.databaseReadURL, postgres.Config{})
+		if err != nil {
+			return fmt.Errorf("DATABASE_READ_URL: %w", err)
+		}
+		defer rs.Close()
+		reads = rs
+	}
 	if *migrate {
 		if err := st.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -79,6 +91,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		proxyRate:      env.proxyRate,
 		proxyBurst:     env.proxyBurst,
 		blockPrivateWH: !env.allowPrivateWebhooks,
+		reads:          reads,
 		log:            log,
 	})
 	if err != nil {
@@ -91,15 +104,18 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 
 // serveEnv is serve mode's environment.
 type serveEnv struct {
-	databaseURL   string
-	rpcURL        string
-	chainID       uint64
-	backfill      bool
-	confirmations int
-	sweepPolicy   sweep.Policy
-	archiveAfter  time.Duration
-	proxyRate     float64
-	proxyBurst    int
+	databaseURL string
+	// databaseReadURL, optional, is a read replica for replica-tolerant
+	// reads.
+	databaseReadURL string
+	rpcURL          string
+	chainID         uint64
+	backfill        bool
+	confirmations   int
+	sweepPolicy     sweep.Policy
+	archiveAfter    time.Duration
+	proxyRate       float64
+	proxyBurst      int
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
@@ -115,12 +131,13 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		}
 	}
 	e := serveEnv{
-		databaseURL:   getenv("DATABASE_URL"),
-		confirmations: 12,
-		sweepPolicy:   sweep.PolicySponsor,
-		archiveAfter:  365 * 24 * time.Hour,
-		proxyRate:     20,
-		proxyBurst:    40,
+		databaseURL:     getenv("DATABASE_URL"),
+		databaseReadURL: getenv("DATABASE_READ_URL"),
+		confirmations:   12,
+		sweepPolicy:     sweep.PolicySponsor,
+		archiveAfter:    365 * 24 * time.Hour,
+		proxyRate:       20,
+		proxyBurst:      40,
 	}
 	var errs []error
 	// The node URL often holds an API key: like the secrets, it may come

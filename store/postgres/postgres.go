@@ -105,7 +105,10 @@ func withUTC(url string) string {
 }
 
 // Migrate applies the embedded migrations that the database lacks. Several
-// processes may call it at once: an advisory lock serialises them.
+// processes may call it at once: an advisory lock serialises them. Each
+// file runs in a transaction, except one whose first line is
+// "-- evmpay:no-transaction" (CREATE INDEX CONCURRENTLY on a big table):
+// see docs/scale.md, "Migrations on big tables".
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {

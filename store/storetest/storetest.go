@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, settlementTests()...)
 	tests = append(tests, webhookTests()...)
 	tests = append(tests, sweepTests()...)
+	tests = append(tests, tokenTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

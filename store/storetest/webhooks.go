@@ -22,6 +22,7 @@ func webhookTests() []test {
 		{"Delivery_ClaimFairConcurrently", testClaimDeliveriesFairConcurrently},
 		{"Delivery_LeaseFencing", testDeliveryLeaseFencing},
 		{"Delivery_ExpiredLeaseTakenOver", testDeliveryLeaseTakeover},
+		{"Delivery_RecordAttemptsInBulk_FencedEachByItsLease", testRecordDeliveryAttempts},
 		{"Delivery_Replay", testReplayDelivery},
 		{"Delivery_ReplayFailedSince", testReplayFailedDeliveries},
 	}
@@ -442,4 +443,65 @@ func testReplayFailedDeliveries(t *testing.T, st store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, store.DeliveryFailed, got.Status, "older or another merchant's: untouched")
 	}
+}
+
+func testRecordDeliveryAttempts(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	for range 3 {
+		newDelivery(t, st, newEvent(t, st, inv, store.EventInvoicePaid), now())
+	}
+	ds, err := st.ClaimDeliveries(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, ds, 3)
+
+	ok, err := st.RecordDeliveryAttempts(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, ok)
+
+	status := 200
+	delivered := ds[0]
+	delivered.Status, delivered.Delivered, delivered.ResponseStatus = store.DeliveryDelivered, true, &status
+	delivered.Attempt, delivered.LastAttemptAt, delivered.NextAttemptAt = 1, webhookPtr(now()), nil
+	delivered.UpdatedAt = now()
+	retry := ds[1]
+	retry.Attempt, retry.LastAttemptAt, retry.NextAttemptAt = 1, webhookPtr(now()), webhookPtr(now().Add(5*time.Second))
+	retry.LastError, retry.ResponseStatus, retry.UpdatedAt = "timeout after 15s", nil, now()
+	stale := ds[2]
+	stale.Attempt, stale.LastError = 1, "HTTP 500"
+
+	ok, err = st.RecordDeliveryAttempts(ctx, []store.DeliveryAttempt{
+		{Delivery: delivered, Held: *ds[0].LockedUntil},
+		{Delivery: stale, Held: ds[2].LockedUntil.Add(time.Second)}, // a lease this claimer does not hold
+		{Delivery: retry, Held: *ds[1].LockedUntil},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false, true}, ok)
+
+	got, err := st.GetDelivery(ctx, delivered.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.DeliveryDelivered, got.Status)
+	require.True(t, got.Delivered)
+	require.Equal(t, &status, got.ResponseStatus)
+	require.Equal(t, 1, got.Attempt)
+	require.Nil(t, got.LockedUntil, "recording clears the lease")
+	require.Nil(t, got.NextAttemptAt)
+
+	got, err = st.GetDelivery(ctx, retry.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.DeliveryPending, got.Status)
+	require.Nil(t, got.ResponseStatus)
+	require.Equal(t, "timeout after 15s", got.LastError)
+	require.NotNil(t, got.NextAttemptAt)
+	requireTime(t, now().Add(5*time.Second), *got.NextAttemptAt)
+	require.Nil(t, got.LockedUntil)
+
+	got, err = st.GetDelivery(ctx, stale.ID)
+	require.NoError(t, err)
+	require.Zero(t, got.Attempt, "the attempt whose lease is not held changed nothing")
+	requireTimePtr(t, ds[2].LockedUntil, got.LockedUntil)
+
+	ok, err = st.RecordDeliveryAttempts(ctx, []store.DeliveryAttempt{{Delivery: delivered, Held: *ds[0].LockedUntil}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, ok, "recorded once")
 }

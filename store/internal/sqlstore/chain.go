@@ -18,9 +18,13 @@ const (
 	nonce, gas, type, gas_price_wei, max_fee_wei, max_priority_fee_wei, input`
 )
 
+const tokenTransferColumns = `block_number, block_hash, tx_hash, tx_index, log_index, token,
+	from_address, to_address, value`
+
 var (
-	blockColumnList = splitColumns(blockColumns)
-	txColumnList    = splitColumns(txColumns)
+	blockColumnList         = splitColumns(blockColumns)
+	txColumnList            = splitColumns(txColumns)
+	tokenTransferColumnList = splitColumns(tokenTransferColumns)
 )
 
 func splitColumns(cols string) []string {
@@ -64,6 +68,52 @@ func (s *Store) InsertBlocks(ctx context.Context, blocks []store.Block, txs []st
 		}
 		return t.bulkInsert(ctx, "transactions", txColumnList, trows)
 	})
+}
+
+// InsertTokenTransfers implements store.ChainStore.
+func (s *Store) InsertTokenTransfers(ctx context.Context, ts []store.TokenTransfer) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(ts))
+	for i := range ts {
+		t := &ts[i]
+		rows[i] = []any{t.BlockNumber, t.BlockHash, t.TxHash, t.TxIndex, t.LogIndex, t.Token, t.From, t.To, t.Value}
+	}
+	return s.withTx(ctx, func(t *Store) error {
+		return t.bulkInsert(ctx, "token_transfers", tokenTransferColumnList, rows)
+	})
+}
+
+// ListTokenTransfersByTx implements store.ChainStore.
+func (s *Store) ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]store.TokenTransfer, error) {
+	var ts []store.TokenTransfer
+	err := s.sel(ctx, &ts, `SELECT `+tokenTransferColumns+` FROM token_transfers WHERE tx_hash = ?
+		ORDER BY block_number, log_index`, hash)
+	return ts, err
+}
+
+// ListTokenTransfersByAddress implements store.ChainStore, like
+// ListTxsByAddress: two index range scans merged.
+func (s *Store) ListTokenTransfersByAddress(ctx context.Context, addr common.Address, beforeBlock uint64, beforeLog int, n int) ([]store.TokenTransfer, error) {
+	if beforeBlock == 0 || beforeBlock > math.MaxInt64 {
+		beforeBlock, beforeLog = math.MaxInt64, 0
+	}
+	n = limit(n, 50, 1000)
+	const page = `SELECT ` + tokenTransferColumns + ` FROM token_transfers WHERE %s = ?
+		AND (block_number < ? OR (block_number = ? AND log_index < ?))
+		ORDER BY block_number DESC, log_index DESC LIMIT ?`
+	q := `SELECT ` + tokenTransferColumns + ` FROM (
+		SELECT * FROM (` + fmt.Sprintf(page, "to_address") + `) AS t_to
+		UNION
+		SELECT * FROM (` + fmt.Sprintf(page, "from_address") + `) AS t_from
+	) AS t ORDER BY block_number DESC, log_index DESC LIMIT ?`
+	var ts []store.TokenTransfer
+	err := s.sel(ctx, &ts, q,
+		addr, beforeBlock, beforeBlock, beforeLog, n,
+		addr, beforeBlock, beforeBlock, beforeLog, n,
+		n)
+	return ts, err
 }
 
 // bulkInsert inserts rows inside the current transaction, by COPY where the
@@ -144,6 +194,9 @@ func (s *Store) DeleteBlocksFrom(ctx context.Context, number uint64) (int64, err
 		if _, err := t.exec(ctx, `DELETE FROM transactions WHERE block_number >= ?`, number); err != nil {
 			return err
 		}
+		if _, err := t.exec(ctx, `DELETE FROM token_transfers WHERE block_number >= ?`, number); err != nil {
+			return err
+		}
 		res, err := t.exec(ctx, `DELETE FROM blocks WHERE number >= ?`, number)
 		if err != nil {
 			return err
@@ -176,9 +229,13 @@ func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, befor
 	}
 	n = limit(n, 50, 1000)
 	// Two index range scans (to, from) merged, instead of an OR that
-	// defeats both indexes.
+	// defeats both indexes. The cursor is a row comparison, which both
+	// databases use as a bound of the (address, block_number, tx_index)
+	// index: the equivalent "block_number < ? OR (block_number = ? AND
+	// tx_index < ?)" is only a filter, so a deep page read every newer
+	// transaction of the address first (docs/scale.md).
 	const page = `SELECT ` + txColumns + ` FROM transactions WHERE %s = ?
-		AND (block_number < ? OR (block_number = ? AND tx_index < ?))
+		AND (block_number, tx_index) < (?, ?)
 		ORDER BY block_number DESC, tx_index DESC LIMIT ?`
 	q := `SELECT ` + txColumns + ` FROM (
 		SELECT * FROM (` + fmt.Sprintf(page, "to_address") + `) AS t_to
@@ -187,8 +244,8 @@ func (s *Store) ListTxsByAddress(ctx context.Context, addr common.Address, befor
 	) AS t ORDER BY block_number DESC, tx_index DESC LIMIT ?`
 	var ts []store.Transaction
 	err := s.sel(ctx, &ts, q,
-		addr, beforeBlock, beforeBlock, beforeIndex, n,
-		addr, beforeBlock, beforeBlock, beforeIndex, n,
+		addr, beforeBlock, beforeIndex, n,
+		addr, beforeBlock, beforeIndex, n,
 		n)
 	return ts, err
 }

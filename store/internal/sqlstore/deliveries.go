@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -255,4 +257,86 @@ func (s *Store) CountDeliveries(ctx context.Context, status string, minAttempt i
 	err := s.get(ctx, &n, `SELECT COUNT(*) FROM webhook_deliveries WHERE status = ? AND attempt >= ?`,
 		status, minAttempt)
 	return n, err
+}
+
+// maxAttemptBatch caps the attempts written by one statement (PostgreSQL
+// takes at most 65,535 parameters; each attempt has 10).
+const maxAttemptBatch = 500
+
+// RecordDeliveryAttempts implements store.DeliveryStore.
+//
+// On PostgreSQL each batch is one UPDATE … FROM (VALUES …) fenced by the
+// held lease, RETURNING the ids it changed; elsewhere it is the single-row
+// UPDATE once per attempt in one transaction.
+func (s *Store) RecordDeliveryAttempts(ctx context.Context, as []store.DeliveryAttempt) ([]bool, error) {
+	ok := make([]bool, len(as))
+	if len(as) == 0 {
+		return ok, nil
+	}
+	err := s.withTx(ctx, func(t *Store) error {
+		for from := 0; from < len(as); from += maxAttemptBatch {
+			to := min(from+maxAttemptBatch, len(as))
+			if err := t.recordAttempts(ctx, as[from:to], ok[from:to]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
+// recordAttempts writes one batch and sets ok[i] for each attempt written.
+func (s *Store) recordAttempts(ctx context.Context, as []store.DeliveryAttempt, ok []bool) error {
+	if s.d.Name != "postgres" {
+		for i, a := range as {
+			err := s.RecordDeliveryAttempt(ctx, a.Delivery, a.Held)
+			switch {
+			case err == nil:
+				ok[i] = true
+			case !errors.Is(err, store.ErrConflict):
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		q    strings.Builder
+		args = make([]any, 0, 10*len(as))
+	)
+	q.WriteString(`UPDATE webhook_deliveries AS w SET status = v.status, delivered = v.delivered,
+			response_status = v.response_status, attempt = v.attempt, last_attempt_at = v.last_attempt_at,
+			next_attempt_at = v.next_attempt_at, last_error = v.last_error, locked_until = NULL,
+			updated_at = v.updated_at
+		FROM (VALUES `)
+	for i, a := range as {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(`(?::bigint, ?::text, ?::boolean, ?::integer, ?::integer, ?::timestamptz,
+			?::timestamptz, ?::text, ?::timestamptz, ?::timestamptz)`)
+		d := a.Delivery
+		args = append(args, d.ID, d.Status, d.Delivered, d.ResponseStatus, d.Attempt, d.LastAttemptAt,
+			d.NextAttemptAt, d.LastError, d.UpdatedAt, a.Held)
+	}
+	q.WriteString(`) AS v (id, status, delivered, response_status, attempt, last_attempt_at,
+			next_attempt_at, last_error, updated_at, held)
+		WHERE w.id = v.id AND w.status = 'PENDING' AND w.locked_until = v.held
+		RETURNING w.id`)
+	var ids []int64
+	// Rebound here, not through the query cache: the text varies with the
+	// batch size.
+	if err := sqlx.SelectContext(ctx, s.q, &ids, sqlx.Rebind(s.d.BindType, q.String()), args...); err != nil {
+		return s.wrap(err)
+	}
+	done := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		done[id] = true
+	}
+	for i, a := range as {
+		ok[i] = done[a.Delivery.ID]
+	}
+	return nil
 }

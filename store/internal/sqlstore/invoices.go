@@ -16,7 +16,8 @@ const invoiceColumns = `id, merchant_id, status, amount_wei, paid_wei, chain_id,
 	derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
-	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version`
+	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
+	token_address, asset_symbol, asset_decimals`
 
 const selectInvoice = `SELECT ` + invoiceColumns + ` FROM invoices`
 
@@ -63,7 +64,8 @@ const invoiceInsertColumns = `merchant_id, status, amount_wei, paid_wei, chain_i
 	derivation_index, payment_uri, order_id, description, metadata, lookup_token_hash,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
-	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version`
+	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
+	token_address, asset_symbol, asset_decimals`
 
 // invoiceInsertValues returns inv's values in invoiceInsertColumns order.
 func invoiceInsertValues(inv *store.Invoice) []any {
@@ -71,23 +73,34 @@ func invoiceInsertValues(inv *store.Invoice) []any {
 		inv.DerivationIndex, inv.PaymentURI, inv.OrderID, inv.Description, inv.Metadata, inv.LookupTokenHash,
 		inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention, inv.ExpiresAt, inv.PaidAt, inv.ConfirmedAt,
 		inv.SettledAt, inv.CreatedAt, inv.UpdatedAt, inv.SweepStatus, inv.SweepTxHash, inv.SweepError, inv.SweptWei,
-		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version}
+		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version,
+		inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals}
 }
 
 // CreateInvoice implements store.InvoiceStore.
 func (s *Store) CreateInvoice(ctx context.Context, inv *store.Invoice) error {
 	inv.Version = 1
+	normalizeAsset(inv)
 	return s.namedGetPrepared(ctx, &inv.ID, `
 		INSERT INTO invoices (`+invoiceInsertColumns+`)
 		VALUES (:merchant_id, :status, :amount_wei, :paid_wei, :chain_id, :deposit_address,
 			:derivation_index, :payment_uri, :order_id, :description, :metadata, :lookup_token_hash,
 			:underpaid, :overpaid, :paid_late, :needs_attention, :expires_at, :paid_at, :confirmed_at,
 			:settled_at, :created_at, :updated_at, :sweep_status, :sweep_tx_hash, :sweep_error, :swept_wei,
-			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version)
+			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version,
+			:token_address, :asset_symbol, :asset_decimals)
 		RETURNING id`, inv)
 }
 
-// insertChunk is how many invoices one INSERT writes: 31 parameters a row
+// normalizeAsset stores a native-coin invoice (no token, or the zero
+// address) with a NULL token and NativeDecimals.
+func normalizeAsset(inv *store.Invoice) {
+	if !inv.IsToken() {
+		inv.TokenAddress, inv.AssetDecimals = nil, store.NativeDecimals
+	}
+}
+
+// insertChunk is how many invoices one INSERT writes: 34 parameters a row
 // stays under SQLite's 32766 and PostgreSQL's 65535.
 const insertChunk = 500
 
@@ -120,6 +133,7 @@ func (s *Store) insertInvoices(ctx context.Context, invs []*store.Invoice) error
 	byIndex := make(map[uint32]*store.Invoice, len(invs))
 	for i, inv := range invs {
 		inv.Version = 1
+		normalizeAsset(inv)
 		rows[i] = row
 		args = append(args, invoiceInsertValues(inv)...)
 		byIndex[inv.DerivationIndex] = inv

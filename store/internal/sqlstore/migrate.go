@@ -16,7 +16,20 @@ type Migration struct {
 	Version int
 	Name    string
 	SQL     string
+	// NoTx: the file starts with the line "-- evmpay:no-transaction". Its
+	// statements run one by one outside a transaction, for what
+	// PostgreSQL refuses inside one (CREATE INDEX CONCURRENTLY, which
+	// builds an index on a big table without blocking its writes). Such a
+	// file must be safe to run again from the top after failing half-way
+	// (DROP INDEX CONCURRENTLY IF EXISTS before each CREATE INDEX
+	// CONCURRENTLY: a failed build leaves an INVALID index behind).
+	// Statements are separated by a semicolon at the end of a line.
+	NoTx bool
 }
+
+// noTxMarker is the first line of a migration that runs outside a
+// transaction.
+const noTxMarker = "-- evmpay:no-transaction"
 
 // LoadMigrations reads files named NNNN_name.sql from dir in fsys, in
 // version order.
@@ -45,7 +58,8 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Migration{Version: v, Name: name, SQL: string(body)})
+		ms = append(ms, Migration{Version: v, Name: name, SQL: string(body),
+			NoTx: strings.HasPrefix(string(body), noTxMarker+"\n")})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms, nil
@@ -64,6 +78,16 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 	}
 	var applied []int
 	for _, m := range ms {
+		if m.NoTx {
+			done, err := s.migrateNoTx(ctx, m)
+			if err != nil {
+				return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if done {
+				applied = append(applied, m.Version)
+			}
+			continue
+		}
 		done := false
 		err := s.withTx(ctx, func(t *Store) error {
 			if lockSQL != "" {
@@ -96,4 +120,52 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 		}
 	}
 	return applied, nil
+}
+
+// migrateNoTx applies a NoTx migration on one connection, holding a
+// session advisory lock (PostgreSQL) instead of the transaction's, and
+// records it once every statement succeeded. A failure part-way leaves it
+// unrecorded: the next Migrate runs the file again from the top.
+func (s *Store) migrateNoTx(ctx context.Context, m Migration) (bool, error) {
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return false, s.wrap(err)
+	}
+	defer conn.Close()
+	if s.d.Name == "postgres" {
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(7042017)`); err != nil {
+			return false, s.wrap(err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7042017)`)
+	}
+	var n int
+	if err := conn.GetContext(ctx, &n, s.qc.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.Version); err != nil {
+		return false, s.wrap(err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	for _, stmt := range strings.Split(m.SQL, ";\n") {
+		if strings.TrimSpace(stripComments(stmt)) == "" {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return false, s.wrap(err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, s.qc.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+		m.Version, m.Name, time.Now().UTC())
+	return err == nil, s.wrap(err)
+}
+
+// stripComments drops "--" comment lines.
+func stripComments(sql string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }

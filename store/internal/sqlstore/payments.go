@@ -7,14 +7,14 @@ import (
 )
 
 const paymentColumns = `id, invoice_id, tx_hash, log_index, block_number, block_hash, from_address,
-	amount_wei, late, created_at`
+	amount_wei, late, created_at, token_address, wrong_asset`
 
 // InsertPayment implements store.PaymentStore.
 func (s *Store) InsertPayment(ctx context.Context, p *store.Payment) error {
 	return s.namedGet(ctx, &p.ID, `INSERT INTO payments (invoice_id, tx_hash, log_index,
-			block_number, block_hash, from_address, amount_wei, late, created_at)
+			block_number, block_hash, from_address, amount_wei, late, created_at, token_address, wrong_asset)
 		VALUES (:invoice_id, :tx_hash, :log_index, :block_number, :block_hash, :from_address,
-			:amount_wei, :late, :created_at)
+			:amount_wei, :late, :created_at, :token_address, :wrong_asset)
 		RETURNING id`, p)
 }
 

@@ -59,6 +59,18 @@ func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]sto
 	return ts, err
 }
 
+// ListInvoiceTokenTransfersInBlock implements store.SettlementStore, the
+// token counterpart of ListInvoiceTxsInBlock.
+func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64) ([]store.InvoiceTokenTransfer, error) {
+	var ts []store.InvoiceTokenTransfer
+	err := s.sel(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
+			FROM token_transfers t WHERE t.block_number = ?
+			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.tx_hash)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, number)
+	return ts, err
+}
+
 // EarliestBlock implements store.SettlementStore.
 func (s *Store) EarliestBlock(ctx context.Context) (store.Block, error) {
 	var b store.Block
@@ -95,8 +107,9 @@ func (s *Store) ListConfirmable(ctx context.Context, maxBlock uint64, n int) ([]
 	}
 	var ids []int64
 	err := s.sel(ctx, &ids, `SELECT i.id FROM invoices i WHERE i.status = 'PAID'
-		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id AND p.block_number > ?)
-		ORDER BY i.id LIMIT ?`, maxBlock, limit(n, 1000, 10000))
+		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id AND p.block_number > ?
+			AND p.wrong_asset = ?)
+		ORDER BY i.id LIMIT ?`, maxBlock, false, limit(n, 1000, 10000))
 	return ids, err
 }
 

@@ -16,7 +16,7 @@ import (
 
 var (
 	paymentInsertColumns = []string{"invoice_id", "tx_hash", "log_index", "block_number", "block_hash",
-		"from_address", "amount_wei", "late", "created_at"}
+		"from_address", "amount_wei", "late", "created_at", "token_address", "wrong_asset"}
 	eventInsertColumns = []string{"type", "merchant_id", "invoice_id", "data", "created_at"}
 )
 
@@ -28,7 +28,7 @@ func (s *Store) InsertPayments(ctx context.Context, ps []store.Payment) error {
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		rows[i] = []any{p.InvoiceID, p.TxHash, p.LogIndex, p.BlockNumber, p.BlockHash, p.From, p.AmountWei,
-			p.Late, p.CreatedAt}
+			p.Late, p.CreatedAt, p.Token, p.WrongAsset}
 	}
 	return s.withTx(ctx, func(t *Store) error { return t.bulkInsert(ctx, "payments", paymentInsertColumns, rows) })
 }

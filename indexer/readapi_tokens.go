@@ -1,0 +1,117 @@
+package indexer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
+)
+
+// The read API's token-transfer routes (see ReadAPI).
+
+type tokenTransferJSON struct {
+	BlockNumber      uint64                `json:"block_number"`
+	BlockHash        common.Hash           `json:"block_hash"`
+	TransactionHash  common.Hash           `json:"transaction_hash"`
+	TransactionIndex int                   `json:"transaction_index"`
+	LogIndex         int                   `json:"log_index"`
+	Token            store.ChecksumAddress `json:"token"`
+	From             store.ChecksumAddress `json:"from"`
+	To               store.ChecksumAddress `json:"to"`
+	Value            store.Amount          `json:"value"` // base units of the token
+}
+
+type tokenTransferPageJSON struct {
+	TokenTransfers []tokenTransferJSON `json:"token_transfers"`
+	// NextCursor is null on the last page (always, for a transaction's).
+	NextCursor *string `json:"next_cursor"`
+}
+
+func toTokenTransfersJSON(ts []store.TokenTransfer) []tokenTransferJSON {
+	out := make([]tokenTransferJSON, len(ts))
+	for i, t := range ts {
+		out[i] = tokenTransferJSON{BlockNumber: t.BlockNumber, BlockHash: t.BlockHash, TransactionHash: t.TxHash,
+			TransactionIndex: t.TxIndex, LogIndex: t.LogIndex, Token: store.ChecksumAddress(t.Token), From: store.ChecksumAddress(t.From),
+			To: store.ChecksumAddress(t.To), Value: t.Value}
+	}
+	return out
+}
+
+func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Request) {
+	h, ok := parseHash(r.PathValue("hash"))
+	if !ok {
+		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
+		return
+	}
+	ctx, cancel, ok := a.begin(w, r)
+	defer cancel()
+	if !ok {
+		return
+	}
+	ts, err := a.st.ListTokenTransfersByTx(ctx, h)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(ts) == 0 {
+		if _, err := a.st.GetTx(ctx, h); errors.Is(err, store.ErrNotFound) {
+			problem.Respond(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
+			return
+		} else if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, tokenTransferPageJSON{TokenTransfers: toTokenTransfersJSON(ts)})
+}
+
+func (a *ReadAPI) addressTokenTransfers(w http.ResponseWriter, r *http.Request) {
+	addr, err := store.ParseAddress(r.PathValue("address"))
+	if err != nil {
+		problem.Write(w, problem.Field("invalid_address", "address",
+			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
+		return
+	}
+	q := r.URL.Query()
+	limit := a.cfg.PageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
+			problem.Respond(w, http.StatusBadRequest, "invalid_limit",
+				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
+			return
+		}
+		limit = n
+	}
+	var beforeBlock uint64
+	beforeLog := 0
+	if s := q.Get("cursor"); s != "" {
+		var ok bool
+		beforeBlock, beforeLog, ok = decodePageCursor(s)
+		if !ok {
+			problem.Respond(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
+			return
+		}
+	}
+	ctx, cancel, ok := a.begin(w, r)
+	defer cancel()
+	if !ok {
+		return
+	}
+	ts, err := a.st.ListTokenTransfersByAddress(ctx, addr, beforeBlock, beforeLog, limit+1)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page := tokenTransferPageJSON{TokenTransfers: toTokenTransfersJSON(ts[:min(len(ts), limit)])}
+	if len(ts) > limit && ts[limit-1].BlockNumber > 0 {
+		c := encodePageCursor(ts[limit-1].BlockNumber, ts[limit-1].LogIndex)
+		page.NextCursor = &c
+	}
+	writeJSON(w, page)
+}
