@@ -1,7 +1,6 @@
 package rpcproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,10 +11,10 @@ import (
 	"log/slog"
 	"math"
 	"mime"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,7 +33,7 @@ type Proxy struct {
 	upstream  *url.URL
 	upstreamS string
 	auth      []string // Authorization from the URL's user info, if any
-	transport *http.Transport
+	up        *upstream
 	policy    *policy
 	lim       *limiter // nil when rate limiting is off
 	m         *metrics
@@ -107,17 +106,9 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rpcproxy: registering metrics: %w", err)
 	}
-	p.transport = &http.Transport{
-		Proxy:               nil, // never route node traffic through an environment proxy
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.MaxIdleUpstreamConns,
-		MaxIdleConnsPerHost: cfg.MaxIdleUpstreamConns,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-		// Ask for identity encoding, so the node's bytes can be streamed to
-		// the client as they are.
-		DisableCompression: true,
-	}
+	// Never through an environment proxy; no Accept-Encoding, so the
+	// node's bytes are streamed to the client as they are.
+	p.up = newUpstream(u, auth, cfg.MaxIdleUpstreamConns)
 	p.states.New = func() any { return &reqState{calls: make([]call, 0, 8)} }
 	return p, nil
 }
@@ -129,7 +120,7 @@ func (p *Proxy) Gatherer() prometheus.Gatherer { return p.gatherer }
 
 // CloseIdleConnections closes the pooled keep-alive connections to the node.
 // Call it when the proxy is discarded.
-func (p *Proxy) CloseIdleConnections() { p.transport.CloseIdleConnections() }
+func (p *Proxy) CloseIdleConnections() { p.up.closeIdle() }
 
 // reqState is the per-request scratch space, pooled.
 type reqState struct {
@@ -310,25 +301,11 @@ func readBody(buf []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 	}
 }
 
-// roundTrip sends body to the node. The body slice is handed over: the
-// transport may still read it after roundTrip returns, so it must not be
-// reused.
+// roundTrip sends body to the node (body is written before roundTrip
+// returns and may be reused afterwards).
 func (p *Proxy) roundTrip(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstreamS, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header["Content-Type"] = headerJSON
-	// A nil-valued idempotency header is not sent, but it lets the
-	// transport retry a call once when a pooled connection turns out to
-	// have been closed by the node. JSON-RPC calls are safe to repeat
-	// (eth_sendRawTransaction is idempotent by transaction hash).
-	req.Header["X-Idempotency-Key"] = nil
-	if p.auth != nil {
-		req.Header["Authorization"] = p.auth
-	}
 	start := time.Now()
-	resp, err := p.transport.RoundTrip(req)
+	resp, err := p.up.roundTrip(ctx, body)
 	p.m.latency.Observe(time.Since(start).Seconds())
 	return resp, err
 }
@@ -338,7 +315,9 @@ func upstreamError(r *http.Request, ctx context.Context, err error) (*rpcError, 
 	switch {
 	case r.Context().Err() != nil:
 		return nil, outcomeCanceled
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		// The upstream connection's deadline is ctx's: it may fire a
+		// moment before ctx's own timer does.
 		return errUpstreamSlow, outcomeUpstreamTimeout
 	}
 	return errUpstreamDown, outcomeUpstreamUnavailable
@@ -350,7 +329,6 @@ func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqStat
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	defer cancel()
 	body := st.body
-	st.body = nil // handed to the transport
 	resp, err := p.roundTrip(ctx, body)
 	if err != nil {
 		p.failUpstream(w, r, ctx, st, body, batch, err)

@@ -4,6 +4,8 @@
 # directory on a free loopback port, stopped and deleted on exit.
 #
 # Usage: source scripts/pg.sh; start_pg [postgres setting=value …]
+# (a setting given here overrides the defaults below, max_connections=400
+# included)
 # Sets PG_URL to the server's maintenance database.
 
 log() { printf '==> %s\n' "$*" >&2; }

@@ -23,8 +23,10 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
 		exit 1
 	fi
 fi
-# A scratch server: durability is not under test, speed is.
-start_pg fsync=off synchronous_commit=off full_page_writes=off
+# A scratch server: durability is not under test, speed is. PostgreSQL's
+# default connection limit, so that CI proves the suite runs on any
+# developer's server (TEST_DATABASE_URL; see README).
+start_pg fsync=off synchronous_commit=off full_page_writes=off max_connections=100
 
 export TEST_DATABASE_URL="$PG_URL"
 export EVMPAY_REQUIRE_POSTGRES=1
@@ -39,6 +41,9 @@ fi
 
 log "go vet ./..."
 go vet ./...
+
+# ethers.js (and any other JavaScript client the tests drive) from npm.
+scripts/npm-tools.sh >/dev/null
 
 log "go test -race -count=1 -timeout 20m ${*:-./...}"
 go test -race -count=1 -timeout 20m "${@:-./...}"

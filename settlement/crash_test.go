@@ -137,12 +137,16 @@ func TestCrash_AtEveryStep_RestartCountsEachPaymentAndEventOnce(t *testing.T) {
 			want, wantCursor := crashScenario(t, backend.open(t), ref)
 			steps := map[string]bool{}
 			for k := 1; k <= ref.calls; k++ {
-				hook := &crashHook{failAt: k}
-				got, cursor := crashScenario(t, backend.open(t), hook)
-				require.NotEmpty(t, hook.failed, "step %d was reached", k)
-				steps[hook.failed] = true
-				require.Equal(t, want, got, "crash at step %d (%s)", k, hook.failed)
-				require.Equal(t, wantCursor, cursor, "crash at step %d (%s)", k, hook.failed)
+				// A subtest per step: its database and connections are
+				// closed before the next step opens its own.
+				t.Run(fmt.Sprintf("step %d", k), func(t *testing.T) {
+					hook := &crashHook{failAt: k}
+					got, cursor := crashScenario(t, backend.open(t), hook)
+					require.NotEmpty(t, hook.failed, "step %d was reached", k)
+					steps[hook.failed] = true
+					require.Equal(t, want, got, "crash at step %d (%s)", k, hook.failed)
+					require.Equal(t, wantCursor, cursor, "crash at step %d (%s)", k, hook.failed)
+				})
 			}
 			for _, s := range []string{"block.cursor", "block.payments", "block.invoice", "block.events",
 				"block.commit", "block.committed", "revert.cursor", "revert.payments", "revert.invoice",

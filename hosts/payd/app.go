@@ -186,7 +186,7 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 
 	var err error
 	if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
-		return nil, fmt.Errorf("chain node %s: %w", cfg.rpcURL, err)
+		return nil, fmt.Errorf("chain node %s: %w", redactURL(cfg.rpcURL), err)
 	}
 	a.eth = ethclient.NewClient(a.rpc)
 	if err := a.checkChain(ctx); err != nil {
@@ -247,13 +247,13 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 func (a *app) checkChain(ctx context.Context) error {
 	id, err := a.eth.ChainID(ctx)
 	if err != nil {
-		return fmt.Errorf("chain node %s does not answer eth_chainId (is RPC_URL right and the node up?): %w", a.cfg.rpcURL, err)
+		return fmt.Errorf("chain node %s does not answer eth_chainId (is RPC_URL right and the node up?): %w", redactURL(a.cfg.rpcURL), err)
 	}
 	if !id.IsUint64() {
 		return fmt.Errorf("chain id %s out of range", id)
 	}
 	if a.cfg.chainID != 0 && a.cfg.chainID != id.Uint64() {
-		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, a.cfg.rpcURL, id)
+		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, redactURL(a.cfg.rpcURL), id)
 	}
 	a.chainID = id.Uint64()
 	return nil

@@ -126,9 +126,3 @@ func TestPay_BadURI_ClearError(t *testing.T) {
 	err = run(context.Background(), []string{"pay"}, &out)
 	require.ErrorContains(t, err, "usage: payd pay")
 }
-
-func TestRedactURL_HidesPassword(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "postgres://evmpay:xxxxx@db:5432/pay", redactURL("postgres://evmpay:hunter2@db:5432/pay"))
-	require.Equal(t, "http://127.0.0.1:8545", redactURL("http://127.0.0.1:8545"))
-}

@@ -1,14 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -36,10 +44,15 @@ var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 
 // devChain is an in-process go-ethereum dev chain serving JSON-RPC over HTTP
 // and sealing a block every period.
+//
+// go-ethereum's own HTTP server listens on a private loopback port; the dev
+// chain's address forwards to it, turning "transaction indexing is in
+// progress" answers into null (see nullWhileIndexing).
 type devChain struct {
 	backend *simulated.Backend
 	url     string
 	period  time.Duration
+	srv     *http.Server
 }
 
 // devWallet returns the wallet of the well-known development mnemonic.
@@ -54,23 +67,23 @@ func devWallet() (*hdwallet.Wallet, error) {
 // startDevChain starts the chain with devMnemonic's first accounts and the
 // extra addresses funded, serving JSON-RPC on addr (host:port).
 func startDevChain(addr string, period time.Duration, extra []common.Address) (*devChain, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("--chain-rpc %q: want host:port: %w", addr, err)
 	}
-	port, err := strconv.Atoi(portStr)
+	// Bound first, so that a taken port fails at once.
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--chain-rpc %q: bad port", addr)
-	}
-	if port == 0 {
-		// The node needs a concrete port: pick a free one.
-		if port, err = freePort(host); err != nil {
-			return nil, err
-		}
-	} else if l, err := net.Listen("tcp", net.JoinHostPort(host, portStr)); err != nil {
 		return nil, fmt.Errorf("dev chain: cannot listen on %s (is another node or payd running? choose another port with --chain-rpc): %w", addr, err)
-	} else {
-		l.Close()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			ln.Close()
+		}
+	}()
+	inner, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
 	}
 	w, err := devWallet()
 	if err != nil {
@@ -88,8 +101,8 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 		alloc[a] = types.Account{Balance: devFunds}
 	}
 	backend, err := newSimulatedBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
-		nc.HTTPHost = host
-		nc.HTTPPort = port
+		nc.HTTPHost = "127.0.0.1"
+		nc.HTTPPort = inner
 		nc.HTTPModules = []string{"eth", "net", "web3"}
 		nc.HTTPVirtualHosts = []string{"*"}
 		nc.HTTPCors = []string{"*"}
@@ -99,10 +112,111 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	}
 	c := &devChain{
 		backend: backend,
-		url:     "http://" + net.JoinHostPort(host, strconv.Itoa(port)),
+		url:     "http://" + ln.Addr().String(),
 		period:  period,
 	}
+	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inner))})
+	fwd.ErrorLog = log.New(io.Discard, "", 0) // a client that hangs up is no news
+	fwd.ModifyResponse = nullWhileIndexing
+	director := fwd.Director
+	fwd.Director = func(r *http.Request) {
+		director(r)
+		r.Header.Del("Accept-Encoding") // plain bytes, for nullWhileIndexing
+	}
+	c.srv = &http.Server{Handler: fwd, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(ln) }()
+	ok = true
 	return c, nil
+}
+
+// errIndexing is go-ethereum's answer to a transaction or receipt lookup
+// while its transaction indexer reports blocks remaining.
+const errIndexing = "transaction indexing is in progress"
+
+// nullWhileIndexing turns the node's -32000 "transaction indexing is in
+// progress" answers into null results. On the dev chain the indexer is
+// behind only until its first run (no index tail before block 1 is sealed
+// and indexed; seal waits for it after every block), when no transaction
+// can be unknown to the index but mined: null, "not mined yet", is what a
+// wallet polling its receipt must see, not an error.
+func nullWhileIndexing(resp *http.Response) error {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(body, []byte(errIndexing)) {
+		body = rewriteIndexing(body)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// rewriteIndexing replaces each errIndexing error object of a JSON-RPC
+// response (single or batch) by a null result.
+func rewriteIndexing(body []byte) []byte {
+	fix := func(m map[string]json.RawMessage) {
+		var e struct {
+			Message string `json:"message"`
+		}
+		if raw, ok := m["error"]; ok && json.Unmarshal(raw, &e) == nil && e.Message == errIndexing {
+			delete(m, "error")
+			m["result"] = json.RawMessage("null")
+		}
+	}
+	var one map[string]json.RawMessage
+	if json.Unmarshal(body, &one) == nil {
+		fix(one)
+		if b, err := json.Marshal(one); err == nil {
+			return b
+		}
+		return body
+	}
+	var batch []map[string]json.RawMessage
+	if json.Unmarshal(body, &batch) == nil {
+		for _, m := range batch {
+			fix(m)
+		}
+		if b, err := json.Marshal(batch); err == nil {
+			return b
+		}
+	}
+	return body
+}
+
+// syncProgress is the part of ethclient.Client behind the simulated
+// backend's client that seal needs.
+type syncProgress interface {
+	SyncProgress(context.Context) (*ethereum.SyncProgress, error)
+}
+
+// seal seals a block and returns once go-ethereum's background
+// transaction indexer has caught up with it (eth_syncing reports done), so
+// that a receipt lookup never meets an indexer behind the head.
+func (c *devChain) seal(ctx context.Context) error {
+	c.backend.Commit()
+	sp, ok := c.backend.Client().(syncProgress)
+	if !ok {
+		return errors.New("dev chain: the simulated client does not answer eth_syncing")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		p, err := sp.SyncProgress(ctx)
+		if err != nil {
+			return fmt.Errorf("dev chain: eth_syncing: %w", err)
+		}
+		if p == nil || p.Done() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dev chain: transaction indexer still %d blocks behind: %w", p.TxIndexRemainingBlocks, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // newSimulatedBackend turns the simulated backend's panics (a port already
@@ -122,12 +236,15 @@ func (c *devChain) Run(ctx context.Context) error {
 	t := time.NewTicker(c.period)
 	defer t.Stop()
 	defer c.backend.Close()
+	defer c.srv.Close()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			c.backend.Commit()
+			if err := c.seal(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
 		}
 	}
 }

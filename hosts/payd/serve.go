@@ -22,6 +22,14 @@ import (
 
 // runServe is production mode: PostgreSQL, a real node, secrets from files.
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	red := &redactor{}
+	// Errors may quote the node URL (Go's HTTP client embeds it): none
+	// leaves with its credentials.
+	err := serve(ctx, args, stdout, red)
+	return red.Error(err)
+}
+
+func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) error {
 	fs := newFlagSet("serve")
 	rolesFlag := fs.String("roles", "", "comma-separated roles: api,gateway,settlement,sweep,webhooks (or all)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "listen address of the APIs, /healthz, /readyz")
@@ -40,6 +48,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	*red = *newRedactor(env.rpcURL)
+	for _, db := range []string{env.databaseURL, env.databaseReadURL} {
+		if u, err := url.Parse(db); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				red.add(pw)
+			}
+		}
+	}
+	log = slog.New(red.Handler(log.Handler()))
 	st, err := postgres.Open(ctx, env.databaseURL, postgres.Config{})
 	if err != nil {
 		return err
@@ -134,7 +151,6 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	e := serveEnv{
 		databaseURL:     getenv("DATABASE_URL"),
 		databaseReadURL: getenv("DATABASE_READ_URL"),
-		rpcURL:          getenv("RPC_URL"),
 		confirmations:   12,
 		sweepPolicy:     sweep.PolicySponsor,
 		archiveAfter:    365 * 24 * time.Hour,
@@ -142,11 +158,29 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		proxyBurst:      40,
 	}
 	var errs []error
+	// The node URL often holds an API key: like the secrets, it may come
+	// from a file (RPC_URL_FILE); unlike them, the plain variable is
+	// accepted too, as most node URLs hold none.
+	switch rpcURL, file := getenv("RPC_URL"), getenv("RPC_URL_FILE"); {
+	case rpcURL != "" && file != "":
+		errs = append(errs, errors.New("RPC_URL and RPC_URL_FILE are both set: set one"))
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("RPC_URL_FILE: %w", err))
+		} else if e.rpcURL = strings.TrimSpace(string(b)); e.rpcURL == "" {
+			errs = append(errs, fmt.Errorf("RPC_URL_FILE: %s is empty", file))
+		}
+	default:
+		e.rpcURL = rpcURL
+	}
 	if e.databaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (postgres://user@host:5432/db)"))
 	}
 	if e.rpcURL == "" {
-		errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545)"))
+		if getenv("RPC_URL_FILE") == "" {
+			errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545; or RPC_URL_FILE naming a file that holds it)"))
+		}
 	}
 	parse := func(name string, fn func(string) error) {
 		if v := getenv(name); v != "" {
@@ -193,15 +227,6 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	}
 	e.tokens = toks
 	return e, errors.Join(errs...)
-}
-
-// redactURL hides a URL's password for logging.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return p.Redacted()
 }
 
 // runMerchants is `payd merchants create`.

@@ -26,12 +26,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/evmpay/evmpay/rpcproxy"
@@ -55,6 +57,7 @@ func run(args []string, stdout io.Writer) error {
 	conns := fs.Int("conns", 32, "connections in the saturation phases")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each phase")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the proxied saturation phase to this file")
+	serveOnly := fs.Bool("serve", false, "only start the servers, print their addresses and run until interrupted (for wrk: scripts/bench-rpcproxy-wrk.sh)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +91,14 @@ func run(args []string, stdout io.Writer) error {
 	}
 	defer front.Close()
 
+	if *serveOnly {
+		fmt.Fprintf(stdout, "direct http://%s\nproxy http://%s\n", directAddr, proxyAddr)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-ctx.Done()
+		return nil
+	}
+
 	_, upPort, _ := net.SplitHostPort(upAddr)
 	fmt.Fprintf(stdout, "rpcproxy-load: GOMAXPROCS=%d NumCPU=%d %s; upstream %s (direct copy %s), proxy %s; body %d bytes\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version(), upAddr, directAddr, proxyAddr, len(reqBody))
@@ -114,7 +125,7 @@ func run(args []string, stdout io.Writer) error {
 	twUpstream := timeWait(upPort)
 	twAfter := timeWait("")
 
-	fmt.Fprintf(stdout, "\n%-28s %12s %10s %10s %10s\n", "phase", "req/s", "p50", "p99", "requests")
+	fmt.Fprintf(stdout, "\n%-28s %12s %10s %10s %10s %10s\n", "phase", "req/s", "p50", "p99", "requests", "CPU/req")
 	for _, r := range []struct {
 		name string
 		res  result
@@ -124,8 +135,12 @@ func run(args []string, stdout io.Writer) error {
 		{"direct, 1 conn", direct1},
 		{"proxy,  1 conn", proxied1},
 	} {
-		fmt.Fprintf(stdout, "%-28s %12.0f %10s %10s %10d\n", r.name, r.res.rps(), r.res.pct(50), r.res.pct(99), r.res.n())
+		fmt.Fprintf(stdout, "%-28s %12.0f %10s %10s %10d %10s\n", r.name, r.res.rps(), r.res.pct(50), r.res.pct(99), r.res.n(), r.res.cpuPerReq())
 	}
+	fmt.Fprintf(stdout, "\nCPU per request at %d conns: direct %s, proxied %s (the proxy's own: %s); "+
+		"when CPU is the limit, proxy/direct throughput ≈ %.1f%% (machine-load independent estimate)\n",
+		*conns, directRes.cpuPerReq(), proxied.cpuPerReq(), proxied.cpuPerReq()-directRes.cpuPerReq(),
+		100*float64(directRes.cpuPerReq())/float64(proxied.cpuPerReq()))
 	fmt.Fprintf(stdout, "\nthroughput ratio proxy/direct at %d conns: %.1f%% (target >= 25%%)\n",
 		*conns, 100*proxied.rps()/directRes.rps())
 	fmt.Fprintf(stdout, "added median latency at 1 conn: %s (proxy p50 %s - direct p50 %s; target <= 200µs)\n",
@@ -165,6 +180,25 @@ func serve(h http.Handler) (*http.Server, string, error) {
 type result struct {
 	elapsed time.Duration
 	lat     []time.Duration // sorted
+	cpu     time.Duration   // the process's CPU time (user+system) over the measured part
+}
+
+// cpuPerReq is the process's CPU time per measured request: load
+// generator, upstream and (in the proxied phases) proxy together. Unlike
+// req/s it hardly depends on what else the machine is running.
+func (r result) cpuPerReq() time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(len(r.lat))
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (r result) n() int       { return len(r.lat) }
@@ -195,6 +229,11 @@ func phase(addr string, conns int, d, warmup time.Duration, cpuProfile string) (
 		}
 		defer pprof.StopCPUProfile()
 	}
+	cpuFrom := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(time.Until(measureFrom))
+		cpuFrom <- processCPU()
+	}()
 	var wg sync.WaitGroup
 	lats := make([][]time.Duration, conns)
 	errs := make([]error, conns)
@@ -205,9 +244,10 @@ func phase(addr string, conns int, d, warmup time.Duration, cpuProfile string) (
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
+	cpu := processCPU() - <-cpuFrom
 	all := slices.Concat(lats...)
 	slices.Sort(all)
-	return result{elapsed: d, lat: all}, nil
+	return result{elapsed: d, lat: all, cpu: cpu}, nil
 }
 
 // worker keeps one connection busy with one request at a time until ctx ends.
