@@ -200,8 +200,8 @@ func contentSecurityPolicy(frameAncestors []string) string {
 
 // Routes registers GET /checkout and GET /checkout/assets/ on mux.
 func (h *Handler) Routes(mux httpapi.Router) {
-	mux.Handle("/checkout", h)
-	mux.Handle("/checkout/", h)
+	mux.Handle("GET /checkout", h)
+	mux.Handle("GET /checkout/assets/{name}", h)
 }
 
 // ServeHTTP serves the page at …/checkout and its assets at
