@@ -119,7 +119,7 @@ func serveSecretEnv(t *testing.T) []string {
 // to start, and returns its output.
 func runServeToExit(t *testing.T, env []string) string {
 	t.Helper()
-	cmd := exec.Command(paydBinary(t), "serve", "--roles", "gateway,sweep", "--http", freeAddr(t), "--rpc-proxy", freeAddr(t))
+	cmd := exec.Command(paydBinary(t), "serve", "--roles", "gateway,sweep", "--http", freeAddr(t), "--rpc-proxy", freeAddr(t), "--metrics", "")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "payd serve started:\n%s", out)
@@ -165,7 +165,7 @@ func TestServe_NodeURLWithCredentials_NeverLogged(t *testing.T) {
 	t.Run("node up, then down", func(t *testing.T) {
 		httpAddr := freeAddr(t)
 		p := startProcess(t, "serve", append(env, "RPC_URL="+hostedNodeURL(nodeAddr), "CHAIN_ID=1337"),
-			"serve", "--roles", "gateway,sweep", "--http", httpAddr, "--rpc-proxy", freeAddr(t))
+			"serve", "--roles", "gateway,sweep", "--http", httpAddr, "--rpc-proxy", freeAddr(t), "--metrics", "")
 		waitHTTP(t, "http://"+httpAddr+"/readyz", 90*time.Second)
 		require.Contains(t, p.out.String(), "payd serving")
 		require.Contains(t, p.out.String(), nodeAddr+"/v3/xxxxx?apikey=xxxxx", "the startup line names the node, redacted")

@@ -198,10 +198,13 @@ func contentSecurityPolicy(frameAncestors []string) string {
 		"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors " + fa
 }
 
-// Routes registers GET /checkout and GET /checkout/assets/ on mux.
+// Routes registers /checkout and everything below it on mux, for every
+// method: the handler answers its own 404 and 405, so that every response
+// under /checkout carries the page's security headers. It serves GET (and
+// HEAD) of /checkout and /checkout/assets/{name}.
 func (h *Handler) Routes(mux httpapi.Router) {
-	mux.Handle("GET /checkout", h)
-	mux.Handle("GET /checkout/assets/{name}", h)
+	mux.Handle("/checkout", h)
+	mux.Handle("/checkout/", h)
 }
 
 // ServeHTTP serves the page at …/checkout and its assets at
