@@ -46,7 +46,14 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 			return outcome{}, err
 		}
 		if sweep.mined != nil && !fundingPending(fund) {
-			return s.confirm(p, sweep, fund)
+			o, err := s.confirm(p, sweep, fund)
+			if err != nil || o.swept == nil {
+				return o, err
+			}
+			if w, done, err := s.sweepWrongTokens(ctx, p, inv); err != nil || !done {
+				return w, err
+			}
+			return o, nil
 		}
 		// A funding still on its way (the extra gas of a replacement whose
 		// original was mined after all) ends as dust: wait for it, so that

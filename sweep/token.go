@@ -147,8 +147,8 @@ func (s *Sweeper) advanceToken(ctx context.Context, p *pass, inv store.Invoice, 
 	t := tokenSweep{
 		token:   token,
 		seen:    seen,
-		permits: groupSlots(txs, store.SweepTxPermit),
-		pulls:   groupSlots(txs, store.SweepTxPull),
+		permits: groupSlots(txsTo(txs, token), store.SweepTxPermit),
+		pulls:   groupSlots(txsTo(txs, token), store.SweepTxPull),
 		fund:    groupSlots(txs, store.SweepTxFunding),
 		sweeps:  groupSlots(txs, store.SweepTxSweep),
 		natives: groupSlots(txs, store.SweepTxNative),
@@ -178,7 +178,11 @@ type tokenSweep struct {
 	seen                         fingerprint
 	permits, pulls, fund, sweeps []*slot
 	natives                      []*slot // wrong-asset native coin, after the token
-	permit, pull, sweep          *slot   // the live one of each kind, if any
+	// wrong: the token is a wrong-asset payment swept after the invoice's
+	// own sweep (sweepWrongTokens): no precheck of the deposit's nonce, no
+	// fallback to funding, and its end is the transferFrom's confirmation.
+	wrong               bool
+	permit, pull, sweep *slot // the live one of each kind, if any
 }
 
 func liveSlot(slots []*slot) *slot {
@@ -210,6 +214,9 @@ func (s *Sweeper) advancePermit(ctx context.Context, p *pass, inv store.Invoice,
 		}
 	}
 	if t.pull != nil && t.pull.mined != nil {
+		if t.wrong {
+			return s.confirmToken(p, inv, t.token, t.pull, nil)
+		}
 		return s.finishToken(ctx, p, inv, t, t.pull, nil)
 	}
 	if t.pull != nil {
@@ -225,7 +232,7 @@ func (s *Sweeper) advancePermit(ctx context.Context, p *pass, inv store.Invoice,
 	}
 
 	// No transferFrom yet: sign what is missing.
-	if t.permit == nil && len(t.pulls) == 0 && len(t.permits) > 0 {
+	if t.permit == nil && len(t.pulls) == 0 && len(t.permits) > 0 && !t.wrong {
 		// Every earlier permit's nonce went to another transaction: start
 		// over (below), as for a new sweep.
 		if o, stop, err := s.precheck(ctx, p, inv); stop || err != nil {
@@ -317,7 +324,7 @@ func (s *Sweeper) sendPermit(ctx context.Context, p *pass, inv store.Invoice, t 
 	}
 	gas, err := s.chain.EstimateGas(ctx, ethereum.CallMsg{From: wallet, To: &t.token, Data: data})
 	if isRevert(err) {
-		if len(t.permits) == 0 {
+		if len(t.permits) == 0 && !t.wrong {
 			// The token does not take this permit: fund its gas instead.
 			s.log.WarnContext(ctx, "sweep: permit does not simulate; funding the token transfer instead",
 				slog.Int64("invoice_id", inv.ID), slog.String("token", t.token.Hex()))

@@ -85,6 +85,9 @@ func (s *Sweeper) advanceFund(ctx context.Context, p *pass, inv store.Invoice, t
 		}
 	}
 	if t.sweep != nil && t.sweep.mined != nil && !pending {
+		if t.wrong {
+			return s.confirmToken(p, inv, t.token, t.sweep, t.fund)
+		}
 		return s.finishToken(ctx, p, inv, t, t.sweep, t.fund)
 	}
 	if lost && s.exhausted(inv) {

@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"context"
+	"log/slog"
 	"math/big"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
@@ -17,6 +19,11 @@ func (s *Sweeper) finishToken(ctx context.Context, p *pass, inv store.Invoice, t
 	o, err := s.confirmToken(p, inv, t.token, sl, fund)
 	if err != nil || o.swept == nil {
 		return o, err
+	}
+	// Wrong-asset tokens first: a fund-path one needs the deposit's nonce
+	// 0, and the native sweep after it then takes that funding's dust too.
+	if w, done, err := s.sweepWrongTokens(ctx, p, inv); err != nil || !done {
+		return w, err
 	}
 	n, done, err := s.sweepWrongNative(ctx, p, inv, t)
 	if err != nil || !done {
@@ -128,4 +135,132 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 	}
 	o, err := s.afterFirstBroadcast(ctx, p, &rec, store.SweepSent)
 	return o, false, err
+}
+
+// txsTo keeps the transactions sent to a token contract (its PERMIT and
+// PULL calls: one invoice may have those of several tokens).
+func txsTo(txs []store.SweepTx, token common.Address) []store.SweepTx {
+	var out []store.SweepTx
+	for _, tx := range txs {
+		if tx.To == token {
+			out = append(out, tx)
+		}
+	}
+	return out
+}
+
+// wrongTokens returns the configured tokens settlement recorded as
+// wrong-asset payments to inv (another token than its own), in the order
+// first paid.
+func (s *Sweeper) wrongTokens(ctx context.Context, inv store.Invoice) ([]common.Address, error) {
+	pays, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
+	if err != nil {
+		return nil, err
+	}
+	own := invoiceToken(inv)
+	var out []common.Address
+	seen := map[common.Address]bool{}
+	for _, pay := range pays {
+		if !pay.WrongAsset || pay.Token == nil || own != nil && *pay.Token == *own || seen[*pay.Token] {
+			continue
+		}
+		seen[*pay.Token] = true
+		out = append(out, *pay.Token)
+	}
+	return out, nil
+}
+
+// sweepWrongTokens moves each token recorded as a wrong-asset payment to
+// inv (a token paid to a native invoice, another token paid to a token
+// invoice) to the merchant, once the invoice's own sweep has its
+// confirmations: by the token's permit path (the deposit key signs a
+// permit, the sweep wallet sends permit and transferFrom), one token at a
+// time, with the same stored, crash-safe transactions as a token invoice's
+// sweep (one live PULL per invoice and token, migration 0065). A token on
+// the fund path, one whose permit does not simulate, or one whose transfer
+// fails stays at the deposit address, flagged needs_attention by
+// settlement, for the operator. done reports that nothing (more) is to be
+// done; otherwise o is the invoice's outcome for this pass.
+func (s *Sweeper) sweepWrongTokens(ctx context.Context, p *pass, inv store.Invoice) (o outcome, done bool, err error) {
+	tokens, err := s.wrongTokens(ctx, inv)
+	if err != nil || len(tokens) == 0 {
+		return outcome{}, err == nil, err
+	}
+	if s.keys.Wallet == nil {
+		s.log.WarnContext(ctx, "sweep: wrong-asset token left at the deposit address: no sweep wallet", slog.Int64("invoice_id", inv.ID))
+		return outcome{}, true, nil
+	}
+	txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)
+	if err != nil {
+		return outcome{}, false, err
+	}
+	seen := fingerprintOf(txs)
+	for _, token := range tokens {
+		mine := txsTo(txs, token)
+		t := tokenSweep{
+			token: token, seen: seen, wrong: true,
+			permits: groupSlots(mine, store.SweepTxPermit),
+			pulls:   groupSlots(mine, store.SweepTxPull),
+		}
+		if fundable(txs, token) {
+			t.fund, t.sweeps = groupSlots(txs, store.SweepTxFunding), groupSlots(mine, store.SweepTxSweep)
+		}
+		path := TokenPathPermit
+		switch {
+		case len(t.fund)+len(t.sweeps) > 0:
+			if liveSlot(t.sweeps) == nil && liveSlot(t.fund) == nil {
+				continue // tried and given up: the token stays, flagged by settlement
+			}
+			path = TokenPathFund
+		case len(t.permits)+len(t.pulls) > 0:
+			if liveSlot(t.pulls) == nil && liveSlot(t.permits) == nil {
+				continue
+			}
+		default:
+			if path, err = s.tokenPath(ctx, p, token); err != nil {
+				return outcome{}, false, err
+			}
+			if path == TokenPathFund && !fundable(txs, token) {
+				s.log.WarnContext(ctx, "sweep: wrong-asset token on the fund path left at the deposit address (its nonce 0 is taken)",
+					slog.Int64("invoice_id", inv.ID), slog.String("token", token.Hex()))
+				continue
+			}
+		}
+		var o outcome
+		if path == TokenPathFund {
+			o, err = s.advanceFund(ctx, p, inv, &t)
+		} else {
+			o, err = s.advancePermit(ctx, p, inv, &t)
+		}
+		if err != nil {
+			return outcome{}, false, err
+		}
+		switch {
+		case o.swept != nil:
+			continue
+		case o.fail != "":
+			s.log.WarnContext(ctx, "sweep: wrong-asset token left at the deposit address",
+				slog.Int64("invoice_id", inv.ID), slog.String("token", token.Hex()), slog.String("reason", o.fail))
+			continue
+		}
+		return o, false, nil
+	}
+	return outcome{}, true, nil
+}
+
+// fundable reports that the deposit's transfer of token by the fund path
+// can have nonce 0: every deposit transfer (SWEEP) and funding stored for
+// the invoice is this token's, and the deposit sent no native sweep.
+func fundable(txs []store.SweepTx, token common.Address) bool {
+	for _, tx := range txs {
+		switch tx.Kind {
+		case store.SweepTxSweep:
+			if tx.To != token {
+				return false
+			}
+		case store.SweepTxNative:
+			return false
+		}
+	}
+	return true
 }
