@@ -79,7 +79,9 @@ func TestOpenAPI_DocumentsExactlyTheRegisteredRoutes(t *testing.T) {
 		require.Contains(t, documented, r, "%s is served but not in /v1/openapi.json: document it in the openapi.json of the package that serves it", r)
 	}
 	for _, p := range whole {
-		require.True(t, slices.ContainsFunc(documented, func(op string) bool { return strings.HasSuffix(op, " "+p) || strings.HasSuffix(p, "/") && strings.Contains(op, " "+p) }),
+		require.True(t, slices.ContainsFunc(documented, func(op string) bool {
+			return strings.HasSuffix(op, " "+p) || strings.HasSuffix(p, "/") && strings.Contains(op, " "+p)
+		}),
 			"%s is served but none of its operations is in /v1/openapi.json", p)
 	}
 	for _, d := range documented {
