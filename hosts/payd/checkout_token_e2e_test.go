@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
@@ -54,6 +55,10 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		require.Equal(t, "USDC", v.Symbol)
 		require.Equal(t, "Amount", v.AmountLabel)
 		require.Equal(t, deposit.Hex(), v.Address, "EIP-55")
+		var contract string
+		require.NoError(t, chromedp.Run(tb.ctx, chromedp.Evaluate(
+			`document.getElementById("row-token").hidden ? "" : document.getElementById("token-contract").textContent.trim()`, &contract)))
+		require.Equal(t, token.Hex(), contract, "a payer sending by hand sees which token contract, EIP-55")
 		require.Equal(t, wantURI, v.OpenWallet, "Open in wallet is the token transfer URI")
 		require.Equal(t, wantURI, tb.qr(), "the QR code is the token transfer URI")
 		require.Equal(t, "Waiting for your payment.", v.Status)
