@@ -299,38 +299,56 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, toTxJSON(t))
 }
 
-func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
+// addressPage is the address and page position of a request for an
+// address's transactions or token transfers; ok is false when a problem
+// was written.
+type addressPage struct {
+	addr        common.Address
+	limit       int
+	beforeBlock uint64
+	beforeIndex int
+}
+
+// readAddressPage reads the address path value and the limit and cursor
+// query parameters, answering 400 for any that is malformed.
+func (a *ReadAPI) readAddressPage(w http.ResponseWriter, r *http.Request) (addressPage, bool) {
 	addr, err := store.ParseAddress(r.PathValue("address"))
 	if err != nil {
 		problem.Write(w, problem.Field("invalid_address", "address",
 			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
-		return
+		return addressPage{}, false
 	}
 	q, perr := httpapi.Query(r)
 	if perr != nil {
 		problem.Write(w, perr)
-		return
+		return addressPage{}, false
 	}
-	limit := a.cfg.PageSize
+	p := addressPage{addr: addr, limit: a.cfg.PageSize}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
 			problem.Respond(w, http.StatusBadRequest, "invalid_limit",
 				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
-			return
+			return addressPage{}, false
 		}
-		limit = n
+		p.limit = n
 	}
-	var beforeBlock uint64
-	beforeIndex := 0
 	if s := q.Get("cursor"); s != "" {
 		var ok bool
-		beforeBlock, beforeIndex, ok = decodePageCursor(s)
-		if !ok {
+		if p.beforeBlock, p.beforeIndex, ok = decodePageCursor(s); !ok {
 			problem.Respond(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
-			return
+			return addressPage{}, false
 		}
 	}
+	return p, true
+}
+
+func (a *ReadAPI) addressTransactions(w http.ResponseWriter, r *http.Request) {
+	pg, ok := a.readAddressPage(w, r)
+	if !ok {
+		return
+	}
+	addr, limit, beforeBlock, beforeIndex := pg.addr, pg.limit, pg.beforeBlock, pg.beforeIndex
 	ctx, cancel, ok := a.begin(w, r)
 	defer cancel()
 	if !ok {

@@ -526,9 +526,11 @@ func TestReadAPI_UnparsableQuery_400(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	for _, q := range []string{"limit=1;x", "cursor=%zz"} {
-		status, p := get(t, srv.URL, "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/transactions?"+q, nil)
-		require.Equal(t, http.StatusBadRequest, status, q)
-		require.Equal(t, "invalid_query", p.Code, q)
+	for _, route := range []string{"transactions", "token-transfers"} {
+		for _, q := range []string{"limit=1;x", "cursor=%zz"} {
+			status, p := get(t, srv.URL, "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/"+route+"?"+q, nil)
+			require.Equal(t, http.StatusBadRequest, status, route+"?"+q)
+			require.Equal(t, "invalid_query", p.Code, route+"?"+q)
+		}
 	}
 }

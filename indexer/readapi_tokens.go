@@ -2,9 +2,7 @@ package indexer
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -71,33 +69,11 @@ func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Reque
 }
 
 func (a *ReadAPI) addressTokenTransfers(w http.ResponseWriter, r *http.Request) {
-	addr, err := store.ParseAddress(r.PathValue("address"))
-	if err != nil {
-		problem.Write(w, problem.Field("invalid_address", "address",
-			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
+	pg, ok := a.readAddressPage(w, r)
+	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	limit := a.cfg.PageSize
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
-			problem.Respond(w, http.StatusBadRequest, "invalid_limit",
-				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
-			return
-		}
-		limit = n
-	}
-	var beforeBlock uint64
-	beforeLog := 0
-	if s := q.Get("cursor"); s != "" {
-		var ok bool
-		beforeBlock, beforeLog, ok = decodePageCursor(s)
-		if !ok {
-			problem.Respond(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
-			return
-		}
-	}
+	addr, limit, beforeBlock, beforeLog := pg.addr, pg.limit, pg.beforeBlock, pg.beforeIndex
 	ctx, cancel, ok := a.begin(w, r)
 	defer cancel()
 	if !ok {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -167,9 +168,19 @@ func deployContract(t *testing.T) (*simulated.Backend, common.Address, common.Ad
 		ChainID: big.NewInt(1337), Nonce: 0, Gas: 100_000, GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei), Data: code})
 	require.NoError(t, err)
 	require.NoError(t, c.SendTransaction(ctx, tx))
+	// The pool admits the transaction in the background, and the chain's
+	// transaction index follows a fresh chain's first block in the
+	// background too: wait for each rather than reading too early.
+	require.Eventually(t, func() bool {
+		n, err := c.PendingNonceAt(ctx, from)
+		return err == nil && n > 0
+	}, 10*time.Second, 5*time.Millisecond)
 	b.Commit()
-	rcpt, err := c.TransactionReceipt(ctx, tx.Hash())
-	require.NoError(t, err)
+	var rcpt *types.Receipt
+	require.Eventually(t, func() bool {
+		rcpt, err = c.TransactionReceipt(ctx, tx.Hash())
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "no receipt for the deployment")
 	require.Equal(t, types.ReceiptStatusSuccessful, rcpt.Status)
 	deployed, err := c.CodeAt(ctx, rcpt.ContractAddress, nil)
 	require.NoError(t, err)
