@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -53,7 +54,7 @@ func startCheckoutDev(t *testing.T, ctx context.Context) *checkoutDev {
 	runCtx, cancel := context.WithCancel(ctx)
 	go func() {
 		done <- run(runCtx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
-			"--data", t.TempDir(), "--block-time", "500ms"}, out)
+			"--data", t.TempDir(), "--block-time", "500ms", "--metrics", ""}, out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -591,8 +592,13 @@ func (w *testWallet) handle(method string, params []json.RawMessage) (any, *wall
 		if p.Data != nil {
 			data = *p.Data
 		}
+		// Like a real wallet, estimate the gas the page did not give.
+		gas, err := eth.EstimateGas(w.dev.ctx, ethereum.CallMsg{From: from, To: &p.To, Value: p.Value.ToInt(), Data: data})
+		if err != nil {
+			return nil, &walletError{-32603, err.Error()}
+		}
 		tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: nonce, GasTipCap: big.NewInt(2e9),
-			GasFeeCap: feeCap, Gas: 100_000, To: &p.To, Value: p.Value.ToInt(), Data: data})
+			GasFeeCap: feeCap, Gas: gas + gas/5, To: &p.To, Value: p.Value.ToInt(), Data: data})
 		signed, err := types.SignTx(tx, types.LatestSignerForChainID(big.NewInt(1337)), key)
 		if err != nil {
 			return nil, &walletError{-32603, err.Error()}

@@ -166,6 +166,9 @@
     setText("amount", fmt(due));
     setText("symbol", as.symbol);
     setText("network", networkName(inv));
+    // A payer sending by hand must pick the right token: show its contract.
+    $("row-token").hidden = !as.token;
+    setText("token-contract", as.token || "");
 
     const paying = st === "pending" || st === "underpaid";
     show("pay", paying);
