@@ -168,20 +168,17 @@ func deployContract(t *testing.T) (*simulated.Backend, common.Address, common.Ad
 		ChainID: big.NewInt(1337), Nonce: 0, Gas: 100_000, GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei), Data: code})
 	require.NoError(t, err)
 	require.NoError(t, c.SendTransaction(ctx, tx))
-	// The pool admits the transaction in the background: wait until it is
-	// pending so that the commit mines it. The contract's address follows
-	// from the sender and nonce; its code on chain proves the deployment
-	// (a receipt lookup can fail on a fresh simulated chain while its
+	// The pool admits the transaction in the background, so a block sealed
+	// at once may not hold it yet: seal blocks until the contract's code is
+	// at the address that follows from the sender and nonce (a receipt
+	// lookup can also fail on a fresh simulated chain while its
 	// transaction index catches up).
-	require.Eventually(t, func() bool {
-		n, err := c.PendingNonceAt(ctx, from)
-		return err == nil && n > 0
-	}, 10*time.Second, 5*time.Millisecond)
-	b.Commit()
 	addr := crypto.CreateAddress(from, 0)
-	deployed, err := c.CodeAt(ctx, addr, nil)
-	require.NoError(t, err)
-	require.NotEmpty(t, deployed, "the contract is deployed")
+	require.Eventually(t, func() bool {
+		b.Commit()
+		deployed, err := c.CodeAt(ctx, addr, nil)
+		return err == nil && len(deployed) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the contract is never deployed")
 	return b, addr, from
 }
 
