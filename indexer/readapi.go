@@ -276,10 +276,19 @@ func consistent(b store.Block, txs []store.Transaction) bool {
 	return true
 }
 
-func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
+// readTxHash reads the transaction hash path value, answering 400 when it
+// is malformed.
+func readTxHash(w http.ResponseWriter, r *http.Request) (common.Hash, bool) {
 	h, ok := parseHash(r.PathValue("hash"))
 	if !ok {
 		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
+	}
+	return h, ok
+}
+
+func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
+	h, ok := readTxHash(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel, ok := a.begin(w, r)

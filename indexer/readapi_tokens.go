@@ -41,9 +41,8 @@ func toTokenTransfersJSON(ts []store.TokenTransfer) []tokenTransferJSON {
 }
 
 func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Request) {
-	h, ok := parseHash(r.PathValue("hash"))
+	h, ok := readTxHash(w, r)
 	if !ok {
-		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
 		return
 	}
 	ctx, cancel, ok := a.begin(w, r)
