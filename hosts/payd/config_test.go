@@ -126,3 +126,26 @@ func TestPay_BadURI_ClearError(t *testing.T) {
 	err = run(context.Background(), []string{"pay"}, &out)
 	require.ErrorContains(t, err, "usage: payd pay")
 }
+
+func TestNodeURL_FromVariableOrFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rpc")
+	require.NoError(t, os.WriteFile(file, []byte(" https://node.example/key123\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	got, err := nodeURL(envOf(map[string]string{"RPC_URL": "http://127.0.0.1:8545"}))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:8545", got)
+	got, err = nodeURL(envOf(map[string]string{"RPC_URL_FILE": file}))
+	require.NoError(t, err)
+	require.Equal(t, "https://node.example/key123", got)
+	got, err = nodeURL(envOf(nil))
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = nodeURL(envOf(map[string]string{"RPC_URL": "http://a", "RPC_URL_FILE": file}))
+	require.ErrorContains(t, err, "both set")
+	_, err = nodeURL(envOf(map[string]string{"RPC_URL_FILE": empty}))
+	require.ErrorContains(t, err, "is empty")
+	_, err = nodeURL(envOf(map[string]string{"RPC_URL_FILE": filepath.Join(dir, "missing")}))
+	require.ErrorContains(t, err, "RPC_URL_FILE")
+}

@@ -158,29 +158,16 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		proxyBurst:      40,
 	}
 	var errs []error
-	// The node URL often holds an API key: like the secrets, it may come
-	// from a file (RPC_URL_FILE); unlike them, the plain variable is
-	// accepted too, as most node URLs hold none.
-	switch rpcURL, file := getenv("RPC_URL"), getenv("RPC_URL_FILE"); {
-	case rpcURL != "" && file != "":
-		errs = append(errs, errors.New("RPC_URL and RPC_URL_FILE are both set: set one"))
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("RPC_URL_FILE: %w", err))
-		} else if e.rpcURL = strings.TrimSpace(string(b)); e.rpcURL == "" {
-			errs = append(errs, fmt.Errorf("RPC_URL_FILE: %s is empty", file))
-		}
-	default:
-		e.rpcURL = rpcURL
+	rpcURL, err := nodeURL(getenv)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	e.rpcURL = rpcURL
 	if e.databaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (postgres://user@host:5432/db)"))
 	}
-	if e.rpcURL == "" {
-		if getenv("RPC_URL_FILE") == "" {
-			errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545; or RPC_URL_FILE naming a file that holds it)"))
-		}
+	if e.rpcURL == "" && err == nil {
+		errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545; or RPC_URL_FILE naming a file that holds it)"))
 	}
 	parse := func(name string, fn func(string) error) {
 		if v := getenv(name); v != "" {
@@ -265,7 +252,11 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 	env := os.Getenv
 	allowPrivate, _ := strconv.ParseBool(env("WEBHOOK_ALLOW_PRIVATE_NETWORKS"))
 	var chain invoice.CodeReader
-	if rpcURL := env("RPC_URL"); rpcURL != "" {
+	rpcURL, err := nodeURL(env)
+	if err != nil {
+		return fmt.Errorf("payd merchants create: %w", err)
+	}
+	if rpcURL != "" {
 		c, err := ethclient.DialContext(ctx, rpcURL)
 		if err != nil {
 			return fmt.Errorf("payd merchants create: RPC_URL %s: %w", redactURL(rpcURL), err)
@@ -273,7 +264,7 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 		defer c.Close()
 		chain = c
 	} else {
-		fmt.Fprintln(stdout, "RPC_URL is not set: the settlement address is not checked for contract code")
+		fmt.Fprintln(stdout, "RPC_URL and RPC_URL_FILE are not set: the settlement address is not checked for contract code")
 	}
 	rules, err := merchantRules(ctx, fileProvider{getenv: env}, true, !allowPrivate, chain, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -287,4 +278,26 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 		created.Merchant.ID, created.Merchant.SettlementAddress.Hex())
 	fmt.Fprintf(stdout, "api_key=%s\nwebhook_secret=%s\n", created.APIKey, created.WebhookSecret)
 	return nil
+}
+
+// nodeURL returns the chain node's JSON-RPC URL from RPC_URL or the file
+// RPC_URL_FILE names ("" when neither is set). The node URL often holds an
+// API key: like the secrets, it may come from a file; unlike them, the
+// plain variable is accepted too, as most node URLs hold none.
+func nodeURL(getenv func(string) string) (string, error) {
+	rpcURL, file := getenv("RPC_URL"), getenv("RPC_URL_FILE")
+	switch {
+	case rpcURL != "" && file != "":
+		return "", errors.New("RPC_URL and RPC_URL_FILE are both set: set one")
+	case file == "":
+		return rpcURL, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("RPC_URL_FILE: %w", err)
+	}
+	if rpcURL = strings.TrimSpace(string(b)); rpcURL == "" {
+		return "", fmt.Errorf("RPC_URL_FILE: %s is empty", file)
+	}
+	return rpcURL, nil
 }

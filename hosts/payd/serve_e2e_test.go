@@ -151,13 +151,26 @@ func TestServe_RolesInSeparateProcesses(t *testing.T) {
 		out, err := refused.CombinedOutput()
 		require.Error(t, err, "%s", out)
 		require.Contains(t, string(out), "settlement_address_reserved")
+		require.NotContains(t, string(out), "not checked for contract code")
 	}
+	// The CLI reads the node URL from RPC_URL_FILE as serve does.
+	fromFile := exec.Command(paydBinary(t), "merchants", "create", "--settlement-address", sweepWallet.Hex())
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "RPC_URL=") {
+			fromFile.Env = append(fromFile.Env, kv)
+		}
+	}
+	fromFile.Env = append(append(fromFile.Env, os.Environ()...), "RPC_URL_FILE="+writeSecret(t, secrets, "rpc-url", "http://"+chainAddr))
+	out, err := fromFile.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "settlement_address_reserved")
+	require.NotContains(t, string(out), "not checked for contract code", "RPC_URL_FILE is the node URL")
 	settle, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	create := exec.Command(paydBinary(t), "merchants", "create", "--webhook-url", recv.srv.URL+"/hooks",
 		"--settlement-address", crypto.PubkeyToAddress(settle.PublicKey).Hex(), "--name", "shop")
 	create.Env = append(os.Environ(), env...)
-	out, err := create.CombinedOutput()
+	out, err = create.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	key := regexp.MustCompile(`api_key=(\S+)`).FindSubmatch(out)
 	secret := regexp.MustCompile(`webhook_secret=(\S+)`).FindSubmatch(out)
