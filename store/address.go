@@ -123,7 +123,8 @@ func (t SweepTx) MarshalJSON() ([]byte, error) {
 	type plain SweepTx
 	return json.Marshal(struct {
 		plain
-		From ChecksumAddress `json:"from"`
-		To   ChecksumAddress `json:"to"`
-	}{plain(t), ChecksumAddress(t.From), ChecksumAddress(t.To)})
+		From       ChecksumAddress  `json:"from"`
+		To         ChecksumAddress  `json:"to"`
+		WrongToken *ChecksumAddress `json:"wrong_token,omitempty"`
+	}{plain(t), ChecksumAddress(t.From), ChecksumAddress(t.To), checksummed(t.WrongToken)})
 }

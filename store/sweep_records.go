@@ -66,4 +66,8 @@ type SweepTx struct {
 	// LastError is the node's last refusal of the transaction, as a short
 	// class ("insufficient gas", "nonce too low", …); empty once accepted.
 	LastError string `db:"last_error" json:"last_error,omitempty"`
+	// WrongToken is set on the transactions that sweep a token paid to the
+	// invoice as a wrong asset (docs/tokens.md): that token. Nil for the
+	// invoice's own sweep.
+	WrongToken *common.Address `db:"wrong_token" json:"wrong_token,omitempty"`
 }

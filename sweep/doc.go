@@ -67,7 +67,9 @@
 // keeps its value, so its replacement is preceded by a funding of the extra
 // gas. A mined funding or sweep that a reorg removed is re-broadcast from
 // its stored bytes. A deposit address is swept by at most one live
-// transaction (the store enforces it), always at nonce 0.
+// transaction (the store enforces it), always at nonce 0; a token paid to
+// it as a wrong asset is moved afterwards with the deposit's next nonce
+// (one live transfer per token), docs/tokens.md.
 //
 // Node refusals are mapped by meaning (go-ethereum's and Cosmos EVM's
 // JSON-RPC messages): "already known" is success; "nonce too low" is

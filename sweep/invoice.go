@@ -25,9 +25,10 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 		return s.advanceToken(ctx, p, inv, *token, txs)
 	}
 	seen := fingerprintOf(txs)
-	fund := groupSlots(txs, store.SweepTxFunding)
+	own := ownTxs(txs)
+	fund := groupSlots(own, store.SweepTxFunding)
 	var sweep *slot
-	for _, sl := range groupSlots(txs, store.SweepTxSweep) {
+	for _, sl := range groupSlots(own, store.SweepTxSweep) {
 		if sl.live() != nil {
 			sweep = sl
 		}
@@ -53,7 +54,7 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 			if w, done, err := s.sweepWrongTokens(ctx, p, inv); err != nil || !done {
 				return w, err
 			}
-			return o, nil
+			return o, s.dustAfterWrong(ctx, p, inv, false, &o)
 		}
 		// A funding still on its way (the extra gas of a replacement whose
 		// original was mined after all) ends as dust: wait for it, so that
@@ -279,7 +280,7 @@ func (s *Sweeper) sponsorNext(ctx context.Context, p *pass, inv store.Invoice, s
 	if funded.Sign() == 0 {
 		// Nothing funded yet: send the deposit address exactly the gas its
 		// sweep can cost at a fresh price.
-		return s.fund(ctx, p, inv, seen, gasCost(transferGas, s.freshFee(p).cap), store.SweepFunding)
+		return s.fund(ctx, p, inv, &invoiceGuard{id: inv.ID, seen: seen, status: store.SweepFunding}, gasCost(transferGas, s.freshFee(p).cap))
 	}
 
 	// Funded: the deposit address sends the payer's funds, all of them.
@@ -296,7 +297,7 @@ func (s *Sweeper) sponsorNext(ctx context.Context, p *pass, inv store.Invoice, s
 		// The base fee rose past the funded cap while the funding was
 		// mined: fund the difference to a fresh price first.
 		extra := new(big.Int).Sub(gasCost(transferGas, s.freshFee(p).cap), funded)
-		return s.fund(ctx, p, inv, seen, extra, store.SweepFunding)
+		return s.fund(ctx, p, inv, &invoiceGuard{id: inv.ID, seen: seen, status: store.SweepFunding}, extra)
 	}
 	to, reason, err := s.target(ctx, p, inv)
 	if reason != "" || err != nil {
@@ -351,7 +352,7 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 		if need := gasCost(transferGas, f.cap); funded.Cmp(need) < 0 {
 			// The sweep keeps its status (SENT) while the extra gas is
 			// sent; the extra funding counts as an attempt.
-			o, err := s.fund(ctx, p, inv, seen, new(big.Int).Sub(need, funded), store.SweepSent)
+			o, err := s.fund(ctx, p, inv, &invoiceGuard{id: inv.ID, seen: seen, status: store.SweepSent}, new(big.Int).Sub(need, funded))
 			if err == nil && o.fail == "" {
 				o = retryWith(store.SweepSent, replaceReason(live))
 			}
@@ -370,7 +371,7 @@ func (s *Sweeper) tendSponsoredSweep(ctx context.Context, p *pass, inv store.Inv
 
 // fund signs, stores and broadcasts a funding of amount from the sweep
 // wallet to the deposit address, if the wallet can pay for it.
-func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fingerprint, amount *big.Int, status string) (outcome, error) {
+func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, g *invoiceGuard, amount *big.Int) (outcome, error) {
 	f := s.freshFee(p)
 	wallet := s.keys.Wallet.Address()
 	ok, err := s.reserveWallet(ctx, p, new(big.Int).Add(amount, gasCost(transferGas, f.cap)))
@@ -386,13 +387,12 @@ func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, seen fin
 	}
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxFunding, invoiceID: &inv.ID, from: wallet, to: inv.DepositAddress,
-		value: amount, fee: f, nonce: pendingNonce, reserve: true, sign: s.walletSigner,
-		invoice: &invoiceGuard{id: inv.ID, seen: seen, status: status},
+		value: amount, fee: f, nonce: pendingNonce, reserve: true, sign: s.walletSigner, invoice: g,
 	})
 	if err != nil {
 		return outcome{}, err
 	}
-	return s.afterFirstBroadcast(ctx, p, &rec, status)
+	return s.afterFirstBroadcast(ctx, p, &rec, g.status)
 }
 
 // sendSweep signs, stores and broadcasts the sweep from the deposit

@@ -144,6 +144,7 @@ func withMargin(gas uint64) uint64 { return gas + gas/gasMarginDiv }
 // stored transactions took, or for a new sweep the token's.
 func (s *Sweeper) advanceToken(ctx context.Context, p *pass, inv store.Invoice, token common.Address, txs []store.SweepTx) (outcome, error) {
 	seen := fingerprintOf(txs)
+	txs = ownTxs(txs)
 	t := tokenSweep{
 		token:   token,
 		seen:    seen,
@@ -181,8 +182,22 @@ type tokenSweep struct {
 	// wrong: the token is a wrong-asset payment swept after the invoice's
 	// own sweep (sweepWrongTokens): no precheck of the deposit's nonce, no
 	// fallback to funding, and its end is the transferFrom's confirmation.
-	wrong               bool
+	wrong bool
+	// nonce is the deposit's nonce for its transfer on the fund path: 0 for
+	// the invoice's own token, the deposit's next one for a wrong token.
+	nonce               uint64
 	permit, pull, sweep *slot // the live one of each kind, if any
+}
+
+// guard is the invoice check of a transaction of this sweep, the invoice's
+// sweep status becoming status; a wrong token's transactions carry it.
+func (t *tokenSweep) guard(inv store.Invoice, status string) *invoiceGuard {
+	g := &invoiceGuard{id: inv.ID, seen: t.seen, status: status}
+	if t.wrong {
+		token := t.token
+		g.wrongToken = &token
+	}
+	return g
 }
 
 func liveSlot(slots []*slot) *slot {
@@ -380,7 +395,7 @@ func (s *Sweeper) sendWalletTx(ctx context.Context, p *pass, inv store.Invoice, 
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: kind, invoiceID: &inv.ID, from: wallet, to: t.token, value: new(big.Int), data: data, gas: gas,
 		fee: f, nonce: pendingNonce, reserve: true, sign: s.walletSigner,
-		invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: store.SweepSent},
+		invoice: t.guard(inv, store.SweepSent),
 	})
 	if err != nil {
 		return outcome{}, err
@@ -436,7 +451,7 @@ func (s *Sweeper) tendWalletTx(ctx context.Context, p *pass, inv store.Invoice, 
 		rec, err := s.signAndStore(ctx, p, spec{
 			kind: live.Kind, invoiceID: &inv.ID, from: live.From, to: live.To, value: live.ValueWei.Big(),
 			data: c.data, gas: live.GasLimit, fee: f, nonce: live.Nonce, sign: s.walletSigner, replaces: live,
-			invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: status},
+			invoice: t.guard(inv, status),
 		})
 		if err != nil {
 			return outcome{}, true, err

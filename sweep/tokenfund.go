@@ -72,7 +72,7 @@ func (s *Sweeper) advanceFund(ctx context.Context, p *pass, inv store.Invoice, t
 			rec, err := s.signAndStore(ctx, p, spec{
 				kind: store.SweepTxFunding, invoiceID: &inv.ID, from: live.From, to: live.To,
 				value: live.ValueWei.Big(), fee: f, nonce: live.Nonce, sign: s.walletSigner, replaces: live,
-				invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: status},
+				invoice: t.guard(inv, status),
 			})
 			if err != nil {
 				return outcome{}, err
@@ -133,20 +133,20 @@ func (s *Sweeper) fundNext(ctx context.Context, p *pass, inv store.Invoice, t *t
 	if funded.Sign() == 0 {
 		// Nothing funded yet: exactly the gas of the transfer at a fresh
 		// fee cap.
-		return s.fund(ctx, p, inv, t.seen, gasCost(gas, s.freshFee(p).cap), store.SweepFunding)
+		return s.fund(ctx, p, inv, t.guard(inv, store.SweepFunding), gasCost(gas, s.freshFee(p).cap))
 	}
 	feeCap := new(big.Int).Div(funded, new(big.Int).SetUint64(gas))
 	if feeCap.Cmp(s.minViable(p)) < 0 {
 		// The base fee rose past the funded cap while the funding was
 		// mined: fund the difference to a fresh price first.
 		extra := new(big.Int).Sub(gasCost(gas, s.freshFee(p).cap), funded)
-		return s.fund(ctx, p, inv, t.seen, extra, store.SweepFunding)
+		return s.fund(ctx, p, inv, t.guard(inv, store.SweepFunding), extra)
 	}
 	n, err := s.nonceAt(ctx, p, inv.DepositAddress)
 	if err != nil {
 		return outcome{}, err
 	}
-	if n != 0 {
+	if n != t.nonce {
 		return failWith(ReasonDepositSpent), nil
 	}
 	f := fee{cap: feeCap, tip: bigMin(s.freshFee(p).tip, feeCap)}
@@ -154,12 +154,12 @@ func (s *Sweeper) fundNext(ctx context.Context, p *pass, inv store.Invoice, t *t
 }
 
 // sendTokenTransfer signs, stores and broadcasts the deposit address's
-// transfer (nonce 0), or a replacement of replaces.
+// transfer (nonce t.nonce), or a replacement of replaces.
 func (s *Sweeper) sendTokenTransfer(ctx context.Context, p *pass, inv store.Invoice, t *tokenSweep, data []byte, gas uint64, f fee, replaces *store.SweepTx) (outcome, error) {
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxSweep, invoiceID: &inv.ID, from: inv.DepositAddress, to: t.token, value: new(big.Int),
-		data: data, gas: gas, fee: f, nonce: 0, sign: s.depositSigner(inv), replaces: replaces,
-		invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: store.SweepSent},
+		data: data, gas: gas, fee: f, nonce: t.nonce, sign: s.depositSigner(inv), replaces: replaces,
+		invoice: t.guard(inv, store.SweepSent),
 	})
 	if err != nil {
 		return outcome{}, err
@@ -204,7 +204,7 @@ func (s *Sweeper) tendTokenTransfer(ctx context.Context, p *pass, inv store.Invo
 			return retryWith(store.SweepSent, ReasonNotMined), nil
 		}
 		if need := gasCost(live.GasLimit, f.cap); funded.Cmp(need) < 0 {
-			o, err := s.fund(ctx, p, inv, t.seen, new(big.Int).Sub(need, funded), store.SweepSent)
+			o, err := s.fund(ctx, p, inv, t.guard(inv, store.SweepSent), new(big.Int).Sub(need, funded))
 			if err == nil && o.fail == "" {
 				o = retryWith(store.SweepSent, replaceReason(live))
 			}

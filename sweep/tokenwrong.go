@@ -29,16 +29,26 @@ func (s *Sweeper) finishToken(ctx context.Context, p *pass, inv store.Invoice, t
 	if err != nil || !done {
 		return n, err
 	}
-	if len(t.natives) > 0 {
-		// What stays at the deposit address after both: the native sweep's
-		// unspent gas (and the funding path's dust it did not take).
-		bal, err := s.chain.BalanceAt(ctx, inv.DepositAddress, p.headNumber())
-		if err != nil {
-			return outcome{}, err
+	return o, s.dustAfterWrong(ctx, p, inv, len(t.natives) > 0, &o)
+}
+
+// dustAfterWrong sets a finished sweep's dust to what stays at the deposit
+// address when more than the invoice's own sweep went through it: a
+// wrong-asset native sweep (its unspent gas) or a wrong token's funding
+// (its dust, which a native sweep after it takes along).
+func (s *Sweeper) dustAfterWrong(ctx context.Context, p *pass, inv store.Invoice, native bool, o *outcome) error {
+	if !native {
+		txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)
+		if err != nil || !wrongFunded(txs) {
+			return err
 		}
-		o.swept.dust = amountOf(bal)
 	}
-	return o, nil
+	bal, err := s.chain.BalanceAt(ctx, inv.DepositAddress, p.headNumber())
+	if err != nil {
+		return err
+	}
+	o.swept.dust = amountOf(bal)
+	return nil
 }
 
 // sweepWrongNative moves the native coin at a token invoice's deposit
@@ -82,7 +92,7 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 			rec, err := s.signAndStore(ctx, p, spec{
 				kind: store.SweepTxNative, invoiceID: &inv.ID, from: cur.From, to: cur.To, value: value, fee: f,
 				nonce: cur.Nonce, sign: s.depositSigner(inv), replaces: cur,
-				invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: store.SweepSent},
+				invoice: t.guard(inv, store.SweepSent),
 			})
 			if err != nil {
 				return outcome{}, false, err
@@ -128,7 +138,7 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxNative, invoiceID: &inv.ID, from: inv.DepositAddress, to: to, value: value, fee: f,
 		nonce: nonce, sign: s.depositSigner(inv),
-		invoice: &invoiceGuard{id: inv.ID, seen: t.seen, status: store.SweepSent},
+		invoice: t.guard(inv, store.SweepSent),
 	})
 	if err != nil {
 		return outcome{}, false, err
@@ -147,6 +157,49 @@ func txsTo(txs []store.SweepTx, token common.Address) []store.SweepTx {
 		}
 	}
 	return out
+}
+
+// ownTxs keeps the transactions of the invoice's own sweep (and of its
+// wrong-asset native sweep): those of no wrong token.
+func ownTxs(txs []store.SweepTx) []store.SweepTx {
+	return wrongTokenTxs(txs, nil)
+}
+
+// wrongTokenTxs keeps the transactions of one wrong token's sweep (nil: of
+// none).
+func wrongTokenTxs(txs []store.SweepTx, token *common.Address) []store.SweepTx {
+	var out []store.SweepTx
+	for _, tx := range txs {
+		if (tx.WrongToken == nil) == (token == nil) && (token == nil || *tx.WrongToken == *token) {
+			out = append(out, tx)
+		}
+	}
+	return out
+}
+
+// wrongFunded reports a mined funding of a wrong token's transfer: the
+// deposit address then holds that funding's dust too.
+func wrongFunded(txs []store.SweepTx) bool {
+	for _, tx := range txs {
+		if tx.WrongToken != nil && tx.Kind == store.SweepTxFunding && tx.Status == store.SweepTxMined {
+			return true
+		}
+	}
+	return false
+}
+
+// depositNextNonce is the nonce the deposit address sends with next when
+// only the sweep ever sent from it: one past the highest of its mined
+// transactions (0 when none). The chain must agree before a wrong token's
+// transfer is signed with it (fundNext checks).
+func depositNextNonce(txs []store.SweepTx, deposit common.Address) uint64 {
+	var next uint64
+	for _, tx := range txs {
+		if tx.From == deposit && tx.Status == store.SweepTxMined {
+			next = max(next, tx.Nonce+1)
+		}
+	}
+	return next
 }
 
 // wrongTokens returns the configured tokens settlement recorded as
@@ -173,14 +226,22 @@ func (s *Sweeper) wrongTokens(ctx context.Context, inv store.Invoice) ([]common.
 // sweepWrongTokens moves each token recorded as a wrong-asset payment to
 // inv (a token paid to a native invoice, another token paid to a token
 // invoice) to the merchant, once the invoice's own sweep has its
-// confirmations: by the token's permit path (the deposit key signs a
-// permit, the sweep wallet sends permit and transferFrom), one token at a
-// time, with the same stored, crash-safe transactions as a token invoice's
-// sweep (one live PULL per invoice and token, migration 0065). A token on
-// the fund path, one whose permit does not simulate, or one whose transfer
-// fails stays at the deposit address, flagged needs_attention by
-// settlement, for the operator. done reports that nothing (more) is to be
-// done; otherwise o is the invoice's outcome for this pass.
+// confirmations, one token at a time, by the token's path and with the
+// same stored, crash-safe transactions as a token invoice's sweep, each
+// marked with the token (WrongToken):
+//   - permit: the deposit key signs a permit, the sweep wallet sends permit
+//     and transferFrom (one live PULL per invoice and token, migration
+//     0065);
+//   - fund: the sweep wallet funds the gas, and after the funding's receipt
+//     the deposit sends transfer with its next nonce (after its own sweep
+//     and any wrong token before; one live SWEEP per deposit and token,
+//     migration 0091).
+//
+// A token whose permit does not simulate, whose transfer fails, or whose
+// deposit nonce is not the expected one (someone else sent from it) stays
+// at the deposit address, flagged needs_attention by settlement, for the
+// operator. done reports that nothing (more) is to be done; otherwise o is
+// the invoice's outcome for this pass.
 func (s *Sweeper) sweepWrongTokens(ctx context.Context, p *pass, inv store.Invoice) (o outcome, done bool, err error) {
 	tokens, err := s.wrongTokens(ctx, inv)
 	if err != nil || len(tokens) == 0 {
@@ -196,14 +257,17 @@ func (s *Sweeper) sweepWrongTokens(ctx context.Context, p *pass, inv store.Invoi
 	}
 	seen := fingerprintOf(txs)
 	for _, token := range tokens {
-		mine := txsTo(txs, token)
+		mine := wrongTokenTxs(txs, &token)
 		t := tokenSweep{
 			token: token, seen: seen, wrong: true,
 			permits: groupSlots(mine, store.SweepTxPermit),
 			pulls:   groupSlots(mine, store.SweepTxPull),
+			fund:    groupSlots(mine, store.SweepTxFunding),
+			sweeps:  groupSlots(mine, store.SweepTxSweep),
+			nonce:   depositNextNonce(txs, inv.DepositAddress),
 		}
-		if fundable(txs, token) {
-			t.fund, t.sweeps = groupSlots(txs, store.SweepTxFunding), groupSlots(mine, store.SweepTxSweep)
+		if live := liveSlot(t.sweeps); live != nil {
+			t.nonce = live.nonce
 		}
 		path := TokenPathPermit
 		switch {
@@ -219,11 +283,6 @@ func (s *Sweeper) sweepWrongTokens(ctx context.Context, p *pass, inv store.Invoi
 		default:
 			if path, err = s.tokenPath(ctx, p, token); err != nil {
 				return outcome{}, false, err
-			}
-			if path == TokenPathFund && !fundable(txs, token) {
-				s.log.WarnContext(ctx, "sweep: wrong-asset token on the fund path left at the deposit address (its nonce 0 is taken)",
-					slog.Int64("invoice_id", inv.ID), slog.String("token", token.Hex()))
-				continue
 			}
 		}
 		var o outcome
@@ -246,21 +305,4 @@ func (s *Sweeper) sweepWrongTokens(ctx context.Context, p *pass, inv store.Invoi
 		return o, false, nil
 	}
 	return outcome{}, true, nil
-}
-
-// fundable reports that the deposit's transfer of token by the fund path
-// can have nonce 0: every deposit transfer (SWEEP) and funding stored for
-// the invoice is this token's, and the deposit sent no native sweep.
-func fundable(txs []store.SweepTx, token common.Address) bool {
-	for _, tx := range txs {
-		switch tx.Kind {
-		case store.SweepTxSweep:
-			if tx.To != token {
-				return false
-			}
-		case store.SweepTxNative:
-			return false
-		}
-	}
-	return true
 }

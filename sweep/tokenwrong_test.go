@@ -3,9 +3,11 @@ package sweep
 import (
 	"context"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
@@ -87,6 +89,94 @@ func TestWrongTokenSweep_TetherLikeAtStableTokenInvoice_SweptToTheMerchant(t *te
 	require.Equal(t, amountOf(usdc6), *got.SweptWei, "swept_wei is the invoice's own token")
 }
 
+// ofToken keeps the transactions of one wrong token's sweep.
+func ofToken(txs []store.SweepTx, tok *testtoken.Token) []store.SweepTx {
+	var out []store.SweepTx
+	for _, tx := range txs {
+		if tx.WrongToken != nil && *tx.WrongToken == tok.Address {
+			out = append(out, tx)
+		}
+	}
+	return out
+}
+
+// A fund-path token paid to a native invoice: the deposit's own sweep used
+// its nonce 0, so the token's transfer goes with nonce 1, after its own
+// funding's receipt.
+func TestWrongTokenSweep_TetherLikeAtNativeInvoice_SweptWithTheDepositsNextNonce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tether := e.deployToken(testtoken.Tether, 6)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	wrong := big.NewInt(3_000_007)
+	e.payWrongToken(inv, tether, wrong)
+	s := e.sweeper(Config{Confirmations: 2})
+
+	e.drive(16, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+	require.Equal(t, 0, e.tokenBalance(tether, e.merchant.SettlementAddress).Cmp(wrong), "the merchant holds all the wrong token")
+	require.Zero(t, e.tokenBalance(tether, inv.DepositAddress).Sign())
+	sweeps := e.sweepTxs(inv.ID, store.SweepTxSweep)
+	require.Len(t, sweeps, 2)
+	own, transfer := sweeps[0], sweeps[1]
+	require.Nil(t, own.WrongToken)
+	require.Zero(t, own.Nonce, "the invoice's own sweep first")
+	require.Equal(t, &tether.Address, transfer.WrongToken)
+	require.Equal(t, tether.Address, transfer.To)
+	require.EqualValues(t, 1, transfer.Nonce, "the token's transfer: the deposit's next nonce")
+	require.Equal(t, store.SweepTxMined, transfer.Status)
+	require.EqualValues(t, 2, e.nonce(inv.DepositAddress))
+	fundings := ofToken(e.sweepTxs(inv.ID, store.SweepTxFunding), tether)
+	require.Len(t, fundings, 1, "one funding for the wrong token")
+	require.Less(t, *fundings[0].BlockNumber, *transfer.BlockNumber, "the transfer followed the funding's receipt")
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(own.ValueWei.Big()), "the native sweep reached the merchant")
+
+	got := e.invoice(inv.ID)
+	require.Equal(t, store.StatusSettled, got.Status)
+	require.Equal(t, own.TxHash, *got.SweepTxHash, "the invoice's own sweep stays its sweep")
+	require.Equal(t, amountOf(eth(1)), *got.SweptWei)
+	require.Equal(t, amountOf(e.balance(inv.DepositAddress)), *got.DustWei, "dust is what stays at the deposit")
+}
+
+// A token invoice whose own sweep goes the fund path (nonce 0), paid also
+// with a second fund-path token (nonce 1) and the native coin (nonce 2):
+// everything reaches the merchant, each exactly once.
+func TestWrongTokenSweep_SecondFundPathTokenAndNativeAtTetherInvoice_AllSwept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	own := e.deployToken(testtoken.Tether, 6)
+	other := e.deployToken(testtoken.Tether, 18)
+	inv := e.confirmedTokenInvoices(own, 1, usdc6)[0]
+	wrong := new(big.Int).Add(eth(5), big.NewInt(1)) // 5.000000000000000001 at 18 decimals
+	e.payWrongToken(inv, other, wrong)
+	e.pay([]common.Address{inv.DepositAddress}, eth(2))
+	e.sim.Commit()
+	require.NoError(t, e.st.InsertPayment(ctx, &store.Payment{
+		InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex, BlockNumber: e.head(),
+		BlockHash: randHash(), From: randAddr(), AmountWei: amountOf(eth(2)), CreatedAt: e.clock.Now(), WrongAsset: true,
+	}))
+	s := e.sweeper(Config{Confirmations: 2})
+
+	e.drive(24, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+	require.Equal(t, 0, e.tokenBalance(own, e.merchant.SettlementAddress).Cmp(usdc6), "the invoice's token")
+	require.Equal(t, 0, e.tokenBalance(other, e.merchant.SettlementAddress).Cmp(wrong), "the second token, in full")
+	require.Zero(t, e.tokenBalance(other, inv.DepositAddress).Sign())
+	native := e.oneOf(inv.ID, store.SweepTxNative)
+	require.Equal(t, store.SweepTxMined, native.Status)
+	require.EqualValues(t, 2, native.Nonce)
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(native.ValueWei.Big()), "the native coin reached the merchant")
+	require.EqualValues(t, 3, e.nonce(inv.DepositAddress), "three transactions from the deposit, none twice")
+	for _, tx := range e.sweepTxs(inv.ID, store.SweepTxSweep) {
+		require.Equal(t, store.SweepTxMined, tx.Status)
+	}
+	require.Len(t, ofToken(e.sweepTxs(inv.ID, store.SweepTxFunding), other), 1, "the second token's own funding")
+	got := e.invoice(inv.ID)
+	require.Equal(t, store.StatusSettled, got.Status)
+	require.Equal(t, amountOf(usdc6), *got.SweptWei, "swept_wei is the invoice's own token")
+	require.Equal(t, amountOf(e.balance(inv.DepositAddress)), *got.DustWei, "dust is what stays at the deposit")
+}
+
 func TestWrongTokenSweep_CrashAtEveryStep_NothingSentTwice(t *testing.T) {
 	t.Parallel()
 	type step struct {
@@ -97,12 +187,23 @@ func TestWrongTokenSweep_CrashAtEveryStep_NothingSentTwice(t *testing.T) {
 	to := func(e *env, inv store.Invoice, wrong *testtoken.Token) func(*types.Transaction) bool {
 		return func(tx *types.Transaction) bool { return tx.To() != nil && *tx.To() == wrong.Address }
 	}
+	// At a native invoice, the wrong token's funding and transfer come
+	// after the deposit's own sweep (its nonce 0) is mined.
+	afterOwnSweep := func(e *env, inv store.Invoice) bool { return e.nonce(inv.DepositAddress) == 1 }
 	steps := []step{
 		{"stable-at-native/permit", testtoken.Stable, func(e *env, inv store.Invoice, w *testtoken.Token) func(*types.Transaction) bool {
 			return func(tx *types.Transaction) bool { return permitCallOf(tx) != nil }
 		}},
 		{"stable-at-native/transferFrom", testtoken.Stable, func(e *env, inv store.Invoice, w *testtoken.Token) func(*types.Transaction) bool {
 			return func(tx *types.Transaction) bool { return to(e, inv, w)(tx) && permitCallOf(tx) == nil }
+		}},
+		{"tether-at-native/funding", testtoken.Tether, func(e *env, inv store.Invoice, _ *testtoken.Token) func(*types.Transaction) bool {
+			return func(tx *types.Transaction) bool {
+				return tx.To() != nil && *tx.To() == inv.DepositAddress && afterOwnSweep(e, inv)
+			}
+		}},
+		{"tether-at-native/transfer", testtoken.Tether, func(e *env, inv store.Invoice, w *testtoken.Token) func(*types.Transaction) bool {
+			return func(tx *types.Transaction) bool { return sentBy(inv.DepositAddress)(tx) && to(e, inv, w)(tx) }
 		}},
 		{"tether-at-stable/funding", testtoken.Tether, func(e *env, inv store.Invoice, _ *testtoken.Token) func(*types.Transaction) bool {
 			return func(tx *types.Transaction) bool { return tx.To() != nil && *tx.To() == inv.DepositAddress }
@@ -123,7 +224,8 @@ func TestWrongTokenSweep_CrashAtEveryStep_NothingSentTwice(t *testing.T) {
 				wrong := e.deployToken(st.wrong, 6)
 				var inv store.Invoice
 				var own *testtoken.Token
-				if st.wrong.Permit {
+				atNative := st.wrong.Permit || strings.Contains(st.name, "-at-native/")
+				if atNative {
 					inv = e.confirmedInvoices(1, eth(1))[0]
 				} else {
 					own = e.deployToken(testtoken.Stable, 6)
@@ -158,6 +260,12 @@ func TestWrongTokenSweep_CrashAtEveryStep_NothingSentTwice(t *testing.T) {
 					require.Len(t, pull, 1, "one transferFrom")
 					require.Equal(t, store.SweepTxMined, pull[0].Status)
 					require.EqualValues(t, 1, e.nonce(inv.DepositAddress), "the deposit sent only its native sweep")
+				} else if atNative {
+					require.Len(t, ofToken(e.sweepTxs(inv.ID, store.SweepTxFunding), wrong), 1, "one funding, never sent twice")
+					transfer := ofToken(e.sweepTxs(inv.ID, store.SweepTxSweep), wrong)
+					require.Len(t, transfer, 1, "one transfer")
+					require.Equal(t, store.SweepTxMined, transfer[0].Status)
+					require.EqualValues(t, 2, e.nonce(inv.DepositAddress), "the native sweep, then the token's transfer")
 				} else {
 					require.Equal(t, 0, e.tokenBalance(own, e.merchant.SettlementAddress).Cmp(usdc6))
 					require.Equal(t, store.SweepTxMined, e.oneOf(inv.ID, store.SweepTxFunding).Status, "one funding, never sent twice")

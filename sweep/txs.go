@@ -309,6 +309,10 @@ type invoiceGuard struct {
 	id     int64
 	seen   fingerprint
 	status string // the invoice's new sweep status
+	// wrongToken is the token paid to the invoice as a wrong asset whose
+	// sweep the transaction belongs to (stored as its WrongToken); nil for
+	// the invoice's own sweep.
+	wrongToken *common.Address
 }
 
 type fingerprint struct {
@@ -387,12 +391,15 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 			TxHash: signed.Hash(), RawTx: raw, Status: store.SweepTxSigned,
 			CreatedAt: p.now, UpdatedAt: p.now,
 		}
+		if sp.invoice != nil {
+			rec.WrongToken = sp.invoice.wrongToken
+		}
 		if err := tx.CreateSweepTx(ctx, &rec); err != nil {
 			return err
 		}
 		if g := sp.invoice; g != nil {
 			inv.SweepStatus, inv.UpdatedAt = g.status, p.now
-			if sp.kind == store.SweepTxSweep || sp.kind == store.SweepTxPull {
+			if (sp.kind == store.SweepTxSweep || sp.kind == store.SweepTxPull) && g.wrongToken == nil {
 				h := rec.TxHash
 				inv.SweepTxHash = &h
 			}

@@ -203,6 +203,23 @@ func testSweepTxOneLiveSweep(t *testing.T, st store.Store) {
 	// Transactions from the deposit address of another kind are not sweeps.
 	newSweepTx(t, st, store.SweepTxFunding, &inv.ID, deposit, m.SettlementAddress, 1, store.SweepTxSigned)
 
+	// A wrong-asset token's sweep from the same deposit (its next nonce) is
+	// another asset: allowed once per token, and stored with its token.
+	token, other := randAddr(), randAddr()
+	wrong := first
+	wrong.TxHash, wrong.Nonce, wrong.To, wrong.WrongToken = randHash(), 1, token, &token
+	require.NoError(t, st.CreateSweepTx(ctx, &wrong))
+	again := wrong
+	again.TxHash, again.Nonce = randHash(), 2
+	require.ErrorIs(t, st.CreateSweepTx(ctx, &again), store.ErrConflict, "a wrong token is swept once")
+	again.WrongToken, again.To, again.Nonce = &other, other, 3
+	require.NoError(t, st.CreateSweepTx(ctx, &again), "another wrong token")
+	txs, err := st.ListSweepTxsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, txs, 4)
+	require.Nil(t, txs[0].WrongToken, "the invoice's own sweep")
+	require.Equal(t, &token, txs[2].WrongToken, "read back with its token")
+
 	first.Status = store.SweepTxFailed
 	require.NoError(t, st.UpdateSweepTx(ctx, first))
 	newSweepTx(t, st, store.SweepTxSweep, &inv.ID, deposit, m.SettlementAddress, 2, store.SweepTxSigned)

@@ -1,0 +1,7 @@
+-- Wrong-asset token sweeps (docs/tokens.md): the transactions that move a
+-- token paid to the wrong invoice (a token at a native invoice, another
+-- token at a token invoice) name that token, so that an invoice's own sweep
+-- and each wrong token's sweep are told apart — their fundings in
+-- particular, which all go to the deposit address. NULL: the invoice's own
+-- sweep (and every transaction stored before this migration).
+ALTER TABLE sweep_txs ADD COLUMN wrong_token BLOB;
