@@ -79,14 +79,17 @@ type SettlementStore interface {
 	// below (pruning) and at or above from (a reorg); 0 and MaxUint64
 	// disable either side.
 	DeleteSettledBlocks(ctx context.Context, below, from uint64) error
-	// ListPendingInvoiceTxs returns up to limit indexed transactions to the
-	// deposit addresses of PENDING invoices, in blocks indexed at or before
+	// ListPendingInvoiceTxs returns up to limit indexed payments in the
+	// invoice's asset to the deposit addresses of PENDING invoices —
+	// native transactions to native invoices, transfers of the invoice's
+	// token to token invoices — in blocks indexed at or before
 	// indexedBefore, ordered by invoice id, block number and index. A
 	// settlement that keeps up leaves this list without any invoice whose
 	// transactions add up to its amount.
 	ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, limit int) ([]PendingInvoiceTx, error)
 	// ListUnsweptConfirmed returns up to limit CONFIRMED invoices confirmed
 	// at or before confirmedBefore that have no sweep transaction (kind
-	// SweepTxSweep), oldest confirmation first.
+	// SweepTxSweep, or SweepTxPull: a token's transferFrom on the permit
+	// path), oldest confirmation first.
 	ListUnsweptConfirmed(ctx context.Context, confirmedBefore time.Time, limit int) ([]Invoice, error)
 }

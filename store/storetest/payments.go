@@ -288,6 +288,23 @@ func testPendingInvoiceTxs(t *testing.T, st store.Store) {
 	rows, err = st.ListPendingInvoiceTxs(ctx, now().Add(-time.Second), 100)
 	require.NoError(t, err)
 	require.Empty(t, rows)
+
+	// A token invoice counts transfers of its token, never the native coin
+	// or another token.
+	tokenInv := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.SetAsset(usdc()) })
+	blocks, txs := chainOf(10, 1, 3, fresh[0].Hash)
+	txs[0].To, txs[0].ValueWei = &tokenInv.DepositAddress, store.NewAmount(1_000_000_000_000_000_000)
+	trs := transfersOf(blocks, txs, *usdc().Address, 3)
+	trs[0].To, trs[0].Value = tokenInv.DepositAddress, store.NewAmount(7)
+	trs[1].To, trs[1].Token = tokenInv.DepositAddress, randAddr()
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	require.NoError(t, st.InsertTokenTransfers(ctx, trs))
+	rows, err = st.ListPendingInvoiceTxs(ctx, now(), 100)
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	require.Equal(t, tokenInv.ID, rows[2].InvoiceID)
+	require.Equal(t, trs[0].TxHash, rows[2].TxHash)
+	require.Equal(t, "7", rows[2].ValueWei.String(), "the token amount, not the native coin sent alongside")
 }
 
 func testUnsweptConfirmed(t *testing.T, st store.Store) {
@@ -312,11 +329,15 @@ func testUnsweptConfirmed(t *testing.T, st store.Store) {
 	sweep := funding
 	sweep.InvoiceID, sweep.Kind, sweep.TxHash = &swept.ID, store.SweepTxSweep, randHash()
 	require.NoError(t, st.CreateSweepTx(ctx, &sweep))
+	pulled := confirmed(now().Add(-2 * time.Hour)) // a token sweep by permit: its transferFrom
+	pull := funding
+	pull.InvoiceID, pull.Kind, pull.TxHash = &pulled.ID, store.SweepTxPull, randHash()
+	require.NoError(t, st.CreateSweepTx(ctx, &pull))
 
 	invs, err := st.ListUnsweptConfirmed(ctx, now().Add(-time.Minute), 100)
 	require.NoError(t, err)
 	require.Equal(t, []int64{older.ID, old.ID}, invoiceIDs(invs),
-		"oldest first; a funding transaction is not a sweep")
+		"oldest first; a funding transaction is not a sweep, a token's transferFrom is")
 	invs, err = st.ListUnsweptConfirmed(ctx, now(), 1)
 	require.NoError(t, err)
 	require.Equal(t, []int64{older.ID}, invoiceIDs(invs))

@@ -143,13 +143,22 @@ func (s *Store) DeleteSettledBlocks(ctx context.Context, below, from uint64) err
 // PENDING invoices (invoices_status) and probes transactions_to for each.
 func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, n int) ([]store.PendingInvoiceTx, error) {
 	var rows []store.PendingInvoiceTx
-	err := s.sel(ctx, &rows, `SELECT i.id AS invoice_id, i.amount_wei, t.hash, t.block_number, t.value_wei,
-			b.indexed_at
-		FROM invoices i
-		JOIN transactions t ON t.to_address = i.deposit_address
-		JOIN blocks b ON b.number = t.block_number AND b.hash = t.block_hash
-		WHERE i.status = 'PENDING' AND b.indexed_at <= ?
-		ORDER BY i.id, t.block_number, t.tx_index LIMIT ?`, indexedBefore, limit(n, 10000, 100000))
+	// Each invoice in its own asset: native transactions to native
+	// invoices, transfers of the invoice's token to token invoices.
+	err := s.sel(ctx, &rows, `SELECT invoice_id, amount_wei, hash, block_number, value_wei, indexed_at FROM (
+			SELECT i.id AS invoice_id, i.amount_wei, t.hash, t.block_number, t.tx_index AS pos,
+				t.value_wei, b.indexed_at
+			FROM invoices i
+			JOIN transactions t ON t.to_address = i.deposit_address
+			JOIN blocks b ON b.number = t.block_number AND b.hash = t.block_hash
+			WHERE i.status = 'PENDING' AND i.token_address IS NULL AND b.indexed_at <= ?
+			UNION ALL
+			SELECT i.id, i.amount_wei, tt.tx_hash, tt.block_number, tt.log_index, tt.value, b.indexed_at
+			FROM invoices i
+			JOIN token_transfers tt ON tt.to_address = i.deposit_address AND tt.token = i.token_address
+			JOIN blocks b ON b.number = tt.block_number AND b.hash = tt.block_hash
+			WHERE i.status = 'PENDING' AND b.indexed_at <= ?
+		) paid ORDER BY invoice_id, block_number, pos LIMIT ?`, indexedBefore, indexedBefore, limit(n, 10000, 100000))
 	return rows, err
 }
 
@@ -157,7 +166,7 @@ func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Ti
 func (s *Store) ListUnsweptConfirmed(ctx context.Context, confirmedBefore time.Time, n int) ([]store.Invoice, error) {
 	var invs []store.Invoice
 	err := s.sel(ctx, &invs, selectInvoice+` WHERE status = 'CONFIRMED' AND confirmed_at <= ?
-		AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.invoice_id = invoices.id AND s.kind = ?)
-		ORDER BY confirmed_at, id LIMIT ?`, confirmedBefore, store.SweepTxSweep, limit(n, 100, 10000))
+		AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.invoice_id = invoices.id AND s.kind IN (?, ?))
+		ORDER BY confirmed_at, id LIMIT ?`, confirmedBefore, store.SweepTxSweep, store.SweepTxPull, limit(n, 100, 10000))
 	return invs, err
 }
