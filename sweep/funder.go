@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,25 @@ type FunderStatus struct {
 	BalanceWei store.Amount   `json:"balance_wei"`
 	// PendingTopUp is a top-up signed but not yet mined.
 	PendingTopUp bool `json:"pending_top_up"`
+}
+
+// MarshalJSON shows the address in EIP-55 form, as every other address
+// the service answers with.
+func (w WalletStatus) MarshalJSON() ([]byte, error) {
+	type plain WalletStatus
+	return json.Marshal(struct {
+		plain
+		Address store.ChecksumAddress `json:"address"`
+	}{plain(w), store.ChecksumAddress(w.Address)})
+}
+
+// MarshalJSON shows the address in EIP-55 form.
+func (f FunderStatus) MarshalJSON() ([]byte, error) {
+	type plain FunderStatus
+	return json.Marshal(struct {
+		plain
+		Address store.ChecksumAddress `json:"address"`
+	}{plain(f), store.ChecksumAddress(f.Address)})
 }
 
 // WalletStatus reads the sweep wallet's balance, 24-hour gas spend, reserve

@@ -114,6 +114,12 @@ func TestWalletStatus_SpendReserveAndAlert(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, e.sweepWallet(), ws.Address)
 	require.Nil(t, ws.Funder)
+	body, err := json.Marshal(ws)
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"address":"`+e.sweepWallet().Hex()+`"`, "EIP-55, as every address the service shows")
+	body, err = json.Marshal(FunderStatus{Address: e.funder()})
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"address":"`+e.funder().Hex()+`"`)
 	spend := new(big.Int)
 	for _, inv := range invs {
 		f := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
