@@ -216,7 +216,10 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	if *benchVerboseLog {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	var elapsed time.Duration
+	var (
+		elapsed    time.Duration
+		cpu, pgCPU time.Duration
+	)
 	if *benchProfile != "" {
 		f, err := os.Create(*benchProfile)
 		if err != nil {
@@ -241,6 +244,7 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
+		c0 := readCPU()
 		b.StartTimer()
 		t0 := time.Now()
 		go func() { done <- ix.Run(ctx) }()
@@ -253,6 +257,9 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		}
 		elapsed += time.Since(t0)
 		b.StopTimer()
+		c1 := readCPU()
+		cpu += c1.proc - c0.proc
+		pgCPU += c1.server - c0.server
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
@@ -262,5 +269,11 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	txs := float64(chain.txs) * float64(b.N)
 	b.ReportMetric(blocks/elapsed.Seconds(), "blocks/s")
 	b.ReportMetric(txs/elapsed.Seconds(), "txs/s")
+	// CPU per transaction: this process (node, indexer, database client)
+	// and the PostgreSQL server; "cores" is how many of the machine's
+	// cores both kept busy on average.
+	b.ReportMetric(float64(cpu.Microseconds())/txs, "proc-µs/tx")
+	b.ReportMetric(float64(pgCPU.Microseconds())/txs, "pg-µs/tx")
+	b.ReportMetric((cpu+pgCPU).Seconds()/elapsed.Seconds(), "cores")
 	b.ReportMetric(0, "ns/op")
 }
