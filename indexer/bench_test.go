@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/big"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"testing"
@@ -219,6 +220,7 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	var (
 		elapsed    time.Duration
 		cpu, pgCPU time.Duration
+		alloc      uint64
 	)
 	if *benchProfile != "" {
 		f, err := os.Create(*benchProfile)
@@ -245,6 +247,8 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		c0 := readCPU()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
 		b.StartTimer()
 		t0 := time.Now()
 		go func() { done <- ix.Run(ctx) }()
@@ -257,6 +261,8 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		}
 		elapsed += time.Since(t0)
 		b.StopTimer()
+		runtime.ReadMemStats(&m1)
+		alloc += m1.TotalAlloc - m0.TotalAlloc
 		c1 := readCPU()
 		cpu += c1.proc - c0.proc
 		pgCPU += c1.server - c0.server
@@ -275,5 +281,8 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	b.ReportMetric(float64(cpu.Microseconds())/txs, "proc-µs/tx")
 	b.ReportMetric(float64(pgCPU.Microseconds())/txs, "pg-µs/tx")
 	b.ReportMetric((cpu+pgCPU).Seconds()/elapsed.Seconds(), "cores")
+	// Bytes allocated in this process (node and indexer) per transaction:
+	// the garbage collector's work grows with it.
+	b.ReportMetric(float64(alloc)/txs, "alloc-B/tx")
 	b.ReportMetric(0, "ns/op")
 }
