@@ -286,3 +286,67 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	b.ReportMetric(float64(alloc)/txs, "alloc-B/tx")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkBlockRPC times what the indexer asks the live node for, without
+// the indexer: every block of the benchmark chain by eth_getBlockByNumber,
+// in batches of 100 (one at a time, results kept as json.RawMessage, so
+// the figures are the node's work plus the JSON-RPC client's).
+//
+//   - full: with full transactions, what a backfill asks: the node reads
+//     each block from its database and recovers each transaction's sender
+//     for the "from" field;
+//
+//   - full-cached: the same batch asked a second time right after the
+//     first (not timed): geth keeps the last 256 blocks it read, with their
+//     senders, so the second answer is what a cached sender saves;
+//
+//   - hashes: transaction hashes only, what the chain checks ask.
+//
+//     go test -run '^$' -bench 'BlockRPC' -benchtime 1x ./indexer
+func BenchmarkBlockRPC(b *testing.B) {
+	chain := loadBenchChain(b)
+	for _, c := range []struct {
+		name         string
+		full, cached bool
+	}{{"full", true, false}, {"full-cached", true, true}, {"hashes", false, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			var cpu time.Duration
+			for range b.N {
+				for from := uint64(0); from <= chain.blocks; from += 100 {
+					n := min(100, chain.blocks-from+1)
+					if c.cached {
+						b.StopTimer()
+						getBlocks(b, chain, from, n, c.full)
+						b.StartTimer()
+					}
+					c0 := readCPU().proc
+					getBlocks(b, chain, from, n, c.full)
+					cpu += readCPU().proc - c0
+				}
+			}
+			blocks := float64(chain.blocks+1) * float64(b.N)
+			txs := float64(chain.txs) * float64(b.N)
+			b.ReportMetric(blocks/b.Elapsed().Seconds(), "blocks/s")
+			b.ReportMetric(txs/b.Elapsed().Seconds(), "txs/s")
+			b.ReportMetric(float64(cpu.Microseconds())/txs, "proc-µs/tx")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func getBlocks(b *testing.B, chain *benchChain, from, n uint64, full bool) {
+	raws := make([]json.RawMessage, n)
+	batch := make([]rpc.BatchElem, n)
+	for i := range batch {
+		batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber",
+			Args: []any{hexutil.Uint64(from + uint64(i)), full}, Result: &raws[i]}
+	}
+	if err := chain.rpc.BatchCallContext(context.Background(), batch); err != nil {
+		b.Fatal(err)
+	}
+	for i := range batch {
+		if batch[i].Error != nil {
+			b.Fatal(batch[i].Error)
+		}
+	}
+}
