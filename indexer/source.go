@@ -167,13 +167,18 @@ func getTxBuf() []rpcTx {
 	return txBufs.Get().([]rpcTx)
 }
 
+// maxTxBuf is the capacity above which a slice is not kept in txBufs: a
+// slice is zeroed up to its capacity each time it is returned, which must
+// stay cheap when a rare huge block's slice comes back for small ones.
+const maxTxBuf = 1024
+
 // putTxBufs zeroes the blocks' transaction slices, up to their capacity
 // (a repeated "transactions" member can leave decoded elements past the
 // length), and returns them to txBufs. A block the node answered null for
 // was set to nil by encoding/json; its slice is dropped.
 func putTxBufs(blocks []*rpcBlock) {
 	for _, b := range blocks {
-		if b == nil || cap(b.Transactions) == 0 {
+		if b == nil || cap(b.Transactions) == 0 || cap(b.Transactions) > maxTxBuf {
 			continue
 		}
 		txs := b.Transactions[:cap(b.Transactions)]
