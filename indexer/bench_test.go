@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/big"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"testing"
@@ -216,7 +217,11 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	if *benchVerboseLog {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	var elapsed time.Duration
+	var (
+		elapsed    time.Duration
+		cpu, pgCPU time.Duration
+		alloc      uint64
+	)
 	if *benchProfile != "" {
 		f, err := os.Create(*benchProfile)
 		if err != nil {
@@ -241,6 +246,9 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
+		c0 := readCPU()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
 		b.StartTimer()
 		t0 := time.Now()
 		go func() { done <- ix.Run(ctx) }()
@@ -253,6 +261,11 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		}
 		elapsed += time.Since(t0)
 		b.StopTimer()
+		runtime.ReadMemStats(&m1)
+		alloc += m1.TotalAlloc - m0.TotalAlloc
+		c1 := readCPU()
+		cpu += c1.proc - c0.proc
+		pgCPU += c1.server - c0.server
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
@@ -262,5 +275,78 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 	txs := float64(chain.txs) * float64(b.N)
 	b.ReportMetric(blocks/elapsed.Seconds(), "blocks/s")
 	b.ReportMetric(txs/elapsed.Seconds(), "txs/s")
+	// CPU per transaction: this process (node, indexer, database client)
+	// and the PostgreSQL server; "cores" is how many of the machine's
+	// cores both kept busy on average.
+	b.ReportMetric(float64(cpu.Microseconds())/txs, "proc-µs/tx")
+	b.ReportMetric(float64(pgCPU.Microseconds())/txs, "pg-µs/tx")
+	b.ReportMetric((cpu+pgCPU).Seconds()/elapsed.Seconds(), "cores")
+	// Bytes allocated in this process (node and indexer) per transaction:
+	// the garbage collector's work grows with it.
+	b.ReportMetric(float64(alloc)/txs, "alloc-B/tx")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkBlockRPC times what the indexer asks the live node for, without
+// the indexer: every block of the benchmark chain by eth_getBlockByNumber,
+// in batches of 100 (one at a time, results kept as json.RawMessage, so
+// the figures are the node's work plus the JSON-RPC client's).
+//
+//   - full: with full transactions, what a backfill asks: the node reads
+//     each block from its database and recovers each transaction's sender
+//     for the "from" field;
+//
+//   - full-cached: the same batch asked a second time right after the
+//     first (not timed): geth keeps the last 256 blocks it read, with their
+//     senders, so the second answer is what a cached sender saves;
+//
+//   - hashes: transaction hashes only, what the chain checks ask.
+//
+//     go test -run '^$' -bench 'BlockRPC' -benchtime 1x ./indexer
+func BenchmarkBlockRPC(b *testing.B) {
+	chain := loadBenchChain(b)
+	for _, c := range []struct {
+		name         string
+		full, cached bool
+	}{{"full", true, false}, {"full-cached", true, true}, {"hashes", false, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			var cpu time.Duration
+			for range b.N {
+				for from := uint64(0); from <= chain.blocks; from += 100 {
+					n := min(100, chain.blocks-from+1)
+					if c.cached {
+						b.StopTimer()
+						getBlocks(b, chain, from, n, c.full)
+						b.StartTimer()
+					}
+					c0 := readCPU().proc
+					getBlocks(b, chain, from, n, c.full)
+					cpu += readCPU().proc - c0
+				}
+			}
+			blocks := float64(chain.blocks+1) * float64(b.N)
+			txs := float64(chain.txs) * float64(b.N)
+			b.ReportMetric(blocks/b.Elapsed().Seconds(), "blocks/s")
+			b.ReportMetric(txs/b.Elapsed().Seconds(), "txs/s")
+			b.ReportMetric(float64(cpu.Microseconds())/txs, "proc-µs/tx")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func getBlocks(b *testing.B, chain *benchChain, from, n uint64, full bool) {
+	raws := make([]json.RawMessage, n)
+	batch := make([]rpc.BatchElem, n)
+	for i := range batch {
+		batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber",
+			Args: []any{hexutil.Uint64(from + uint64(i)), full}, Result: &raws[i]}
+	}
+	if err := chain.rpc.BatchCallContext(context.Background(), batch); err != nil {
+		b.Fatal(err)
+	}
+	for i := range batch {
+		if batch[i].Error != nil {
+			b.Fatal(batch[i].Error)
+		}
+	}
 }

@@ -76,8 +76,10 @@ func decodeBlock(raw []byte, full bool) (Block, error) {
 		}
 		return h.block()
 	}
-	var rb rpcBlock
-	if err := json.Unmarshal(raw, &rb); err != nil {
+	// As RPCSource.Blocks decodes: into a reused transaction slice.
+	rb := &rpcBlock{Transactions: getTxBuf()}
+	defer putTxBufs([]*rpcBlock{rb})
+	if err := json.Unmarshal(raw, rb); err != nil {
 		return Block{}, fmt.Errorf("decode block (full transactions): %w", err)
 	}
 	return rb.block()

@@ -178,3 +178,30 @@ func TestIndexer_CosmosBlocks_StoredWithTheNodesHashes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, txs[0].ValueWei, max.ValueWei)
 }
+
+// Transactions are decoded into slices reused from one call to the next:
+// a field a transaction lacks must come out empty, not as the value the
+// previous block's transaction at the same position had.
+func TestRPCSource_ReusedDecodeBuffers_DoNotLeakFieldsBetweenBlocks(t *testing.T) {
+	t.Parallel()
+	src := indexer.NewRPCSource(dialCosmosNode(t))
+	ctx := context.Background()
+	for range 20 {
+		// Block 2's first transaction is a dynamic-fee one …
+		b2, err := src.Blocks(ctx, 2, 1, true)
+		require.NoError(t, err)
+		require.Len(t, b2, 1)
+		require.NotNil(t, b2[0].Txs[0].MaxFeeWei)
+		// … block 1's a legacy one, without maxFeePerGas or
+		// maxPriorityFeePerGas.
+		b1, err := src.Blocks(ctx, 1, 1, true)
+		require.NoError(t, err)
+		require.Len(t, b1, 1)
+		tx := b1[0].Txs[0]
+		require.Nil(t, tx.MaxFeeWei)
+		require.Nil(t, tx.MaxPriorityFeeWei)
+		require.EqualValues(t, 0, tx.Type)
+		require.Equal(t, "1000000000000000000", tx.ValueWei.String())
+		require.Equal(t, b1[0].Hash, tx.BlockHash)
+	}
+}
