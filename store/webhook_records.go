@@ -64,3 +64,13 @@ type Delivery struct {
 	CreatedAt      time.Time  `db:"created_at" json:"created_at"`
 	UpdatedAt      time.Time  `db:"updated_at" json:"updated_at"`
 }
+
+// ClaimedDelivery is a delivery leased by ClaimDeliveriesWithEvents, with
+// what an attempt at it needs.
+type ClaimedDelivery struct {
+	Delivery
+	// Event is the delivery's event; nil when it no longer exists.
+	Event *Event
+	// Merchant is the delivery's merchant; nil when it no longer exists.
+	Merchant *Merchant
+}

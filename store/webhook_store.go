@@ -66,6 +66,10 @@ type DeliveryStore interface {
 	// merchants to skip. Deliveries come oldest due first; concurrent
 	// callers never get the same delivery (SKIP LOCKED on PostgreSQL).
 	ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]Delivery, error)
+	// ClaimDeliveriesWithEvents claims as ClaimDeliveries does and returns
+	// each delivery with its event and merchant as they are at the claim:
+	// everything an attempt needs, in one statement on PostgreSQL.
+	ClaimDeliveriesWithEvents(ctx context.Context, c DeliveryClaim) ([]ClaimedDelivery, error)
 	// RenewDeliveryLease moves the lease of a PENDING delivery still leased
 	// until held to until and returns the stored value. ErrConflict when
 	// the lease is no longer held.

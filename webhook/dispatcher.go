@@ -19,10 +19,8 @@ import (
 // Store is what a Dispatcher needs from the database. *postgres.Store and
 // *sqlite.Store satisfy it.
 type Store interface {
-	GetMerchant(ctx context.Context, id int64) (store.Merchant, error)
-	GetEvents(ctx context.Context, ids []int64) ([]store.Event, error)
 	DispatchEvents(ctx context.Context, now, due time.Time, limit int) (int, error)
-	ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error)
+	ClaimDeliveriesWithEvents(ctx context.Context, c store.DeliveryClaim) ([]store.ClaimedDelivery, error)
 	RenewDeliveryLease(ctx context.Context, id int64, held, until time.Time) (time.Time, error)
 	ReleaseDeliveryLease(ctx context.Context, id int64, held time.Time) error
 	RecordDeliveryAttempts(ctx context.Context, as []store.DeliveryAttempt) ([]bool, error)
@@ -76,6 +74,12 @@ type lane struct {
 	running   int  // requests in flight
 	recording int  // attempts whose request is over, being recorded
 	probing   bool // a request to the endpoint, which is down, is in flight
+	// depth is how many deliveries the endpoint may hold while it answers:
+	// 2 × PerEndpoint at first, doubled (up to maxDepth) each time an
+	// answer finds fewer than PerEndpoint deliveries queued, back to
+	// 2 × PerEndpoint when an attempt times out or cannot connect. See
+	// Dispatcher.depthOf.
+	depth int
 }
 
 // job is one claimed delivery and what its attempt needs.
@@ -248,26 +252,54 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 	}
 }
 
-// depth is how many deliveries of one endpoint may be held (claimed, queued
-// or in flight) before the claim loop leaves the endpoint out.
-func (d *Dispatcher) depth() int { return 2 * d.cfg.PerEndpoint }
+// baseDepth is how many deliveries of one endpoint may be held (claimed,
+// queued or in flight) before the claim loop leaves the endpoint out,
+// unless the endpoint has earned a deeper queue (depthOf).
+func (d *Dispatcher) baseDepth() int { return 2 * d.cfg.PerEndpoint }
+
+// maxDepth is the deepest queue an endpoint that answers may earn.
+func (d *Dispatcher) maxDepth() int { return 8 * d.cfg.PerEndpoint }
+
+// depthOf is how many deliveries the lane of merchant mid may hold. An
+// endpoint that answers faster than one claim per baseDepth deliveries
+// refills its queue earns a deeper one (lane.depth), so that a claim, its
+// database round trip and its commit are paid for up to maxDepth
+// deliveries instead of baseDepth. Only while this dispatcher holds fewer
+// than Workers deliveries, though (half of what it may hold): beyond that
+// every endpoint is back to baseDepth, so the room left is for other
+// merchants; and never for an endpoint that is down.
+func (d *Dispatcher) depthOf(mid int64, l *lane) int {
+	if l == nil || d.down[mid] || d.held >= d.cfg.Workers {
+		return d.baseDepth()
+	}
+	return max(l.depth, d.baseDepth())
+}
+
+// held is how many deliveries the lane holds towards its depth.
+func (l *lane) held() int { return len(l.queue) + l.running }
 
 // claim claims one batch of due deliveries and queues them on their
 // endpoints' lanes. It reports whether a full batch came back (there may be
 // more).
 //
 // At most 2×Workers deliveries are held at once, and at most about twice
-// an endpoint's concurrency per endpoint: endpoints with that much are left
-// out of the claim, so a backlog for a slow or dead endpoint stays in the
-// database, claimable by other dispatchers, and never crowds out other
-// merchants.
+// an endpoint's depth per endpoint (depthOf): endpoints holding their depth
+// are left out of the claim, so a backlog for a slow or dead endpoint stays
+// in the database, claimable by other dispatchers, and never crowds out
+// other merchants. One claim's cap per merchant is the deepest depth of
+// the endpoints it may refill, so a merchant this dispatcher holds nothing
+// of may get that many at once (at most maxDepth), and is then left out
+// until it is below its own depth.
 func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 	d.mu.Lock()
 	room := 2*d.cfg.Workers - d.held
 	var exclude []int64
+	per := d.baseDepth()
 	for mid, l := range d.lanes {
-		if len(l.queue)+l.running >= d.depth() {
+		if depth := d.depthOf(mid, l); l.held() >= depth {
 			exclude = append(exclude, mid)
+		} else {
+			per = max(per, depth)
 		}
 	}
 	d.mu.Unlock()
@@ -275,109 +307,75 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	limit := min(room, d.cfg.BatchSize)
-	// The claim and the reads run to completion even when Run is stopped
-	// meanwhile: a claim cancelled mid-way may have committed leases whose
-	// rows never came back, and they would stay leased for Config.Lease.
-	// What a stopped Run claimed is handed back below.
+	// The claim runs to completion even when Run is stopped meanwhile: a
+	// claim cancelled mid-way may have committed leases whose rows never
+	// came back, and they would stay leased for Config.Lease. What a
+	// stopped Run claimed is handed back below.
 	stopped := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
-	ds, err := d.st.ClaimDeliveries(ctx, store.DeliveryClaim{
+	cs, err := d.st.ClaimDeliveriesWithEvents(ctx, store.DeliveryClaim{
 		Now:              d.cfg.Now(),
 		Lease:            d.cfg.Lease,
 		Limit:            limit,
-		PerMerchant:      d.depth(),
+		PerMerchant:      per,
 		ExcludeMerchants: exclude,
 	})
-	if err != nil || len(ds) == 0 {
+	if err != nil || len(cs) == 0 {
 		return false, err
 	}
 	if stopped.Err() != nil {
-		d.release(ctx, ds)
+		d.release(ctx, cs)
 		return false, nil
 	}
-	jobs, err := d.load(ctx, ds)
-	if err != nil {
-		d.release(ctx, ds)
-		return false, err
-	}
 	d.mu.Lock()
-	for _, j := range jobs {
+	for i := range cs {
+		j := newJob(cs[i])
 		l := d.lanes[j.d.MerchantID]
 		if l == nil {
-			l = &lane{}
+			l = &lane{depth: d.baseDepth()}
 			d.lanes[j.d.MerchantID] = l
 		}
 		l.queue = append(l.queue, j)
 	}
-	d.held += len(jobs)
+	d.held += len(cs)
 	d.schedule()
 	d.mu.Unlock()
 	// More may be due: the batch was full, or a merchant's cap cut it
 	// short (that merchant is now left out, so the next claim reaches the
 	// others at once instead of after PollInterval).
 	perMerchant := map[int64]int{}
-	for _, del := range ds {
-		perMerchant[del.MerchantID]++
-		if perMerchant[del.MerchantID] >= d.depth() {
+	for _, c := range cs {
+		perMerchant[c.MerchantID]++
+		if perMerchant[c.MerchantID] >= per {
 			return true, nil
 		}
 	}
-	return len(ds) == limit, nil
+	return len(cs) == limit, nil
 }
 
-// load reads the events and merchants of claimed deliveries.
-func (d *Dispatcher) load(ctx context.Context, ds []store.Delivery) ([]*job, error) {
-	ids := make([]int64, len(ds))
-	for i := range ds {
-		ids[i] = ds[i].EventID
+// newJob is the job of a claimed delivery.
+func newJob(c store.ClaimedDelivery) *job {
+	j := &job{d: c.Delivery, lease: *c.LockedUntil}
+	switch {
+	case c.Event == nil:
+		j.missing = "event not found"
+	case c.Merchant == nil:
+		j.missing = "merchant not found"
+	default:
+		j.event, j.merchant = *c.Event, *c.Merchant
 	}
-	evs, err := d.st.GetEvents(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("reading events: %w", err)
-	}
-	events := make(map[int64]store.Event, len(evs))
-	for _, e := range evs {
-		events[e.ID] = e
-	}
-	merchants := map[int64]*store.Merchant{}
-	jobs := make([]*job, len(ds))
-	for i, del := range ds {
-		j := &job{d: del, lease: *del.LockedUntil}
-		jobs[i] = j
-		ev, ok := events[del.EventID]
-		if !ok {
-			j.missing = "event not found"
-			continue
-		}
-		j.event = ev
-		m, seen := merchants[del.MerchantID]
-		if !seen {
-			got, err := d.st.GetMerchant(ctx, del.MerchantID)
-			switch {
-			case err == nil:
-				m = &got
-			case !errors.Is(err, store.ErrNotFound):
-				return nil, fmt.Errorf("reading merchant %d: %w", del.MerchantID, err)
-			}
-			merchants[del.MerchantID] = m
-		}
-		if m == nil {
-			j.missing = "merchant not found"
-			continue
-		}
-		j.merchant = *m
-	}
-	return jobs, nil
+	return j
 }
 
-// release hands claimed deliveries back after a failure to load them.
-func (d *Dispatcher) release(ctx context.Context, ds []store.Delivery) {
+// release hands claimed deliveries back when Run was stopped during the
+// claim.
+func (d *Dispatcher) release(ctx context.Context, cs []store.ClaimedDelivery) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	for _, del := range ds {
-		if err := d.st.ReleaseDeliveryLease(ctx, del.ID, *del.LockedUntil); err != nil {
-			d.log.ErrorContext(ctx, "webhook: handing back a claimed delivery", slog.Int64("delivery_id", del.ID), slog.Any("error", err))
+	for _, c := range cs {
+		if err := d.st.ReleaseDeliveryLease(ctx, c.ID, *c.LockedUntil); err != nil {
+			d.log.ErrorContext(ctx, "webhook: handing back a claimed delivery", slog.Int64("delivery_id", c.ID), slog.Any("error", err))
 		}
 	}
 }
@@ -443,10 +441,16 @@ func (d *Dispatcher) work(j *job) {
 		switch {
 		case res.unreachable:
 			d.down[mid] = true
+			l.depth = d.baseDepth()
 		case res.status != nil:
 			delete(d.down, mid)
+			if len(l.queue) < d.cfg.PerEndpoint {
+				// Less than one round of requests is left waiting:
+				// the claims barely keep up with this endpoint.
+				l.depth = min(2*l.depth, d.maxDepth())
+			}
 		}
-		if len(l.queue)+l.running < d.depth() {
+		if l.held() < d.depthOf(mid, l) {
 			d.signal()
 		}
 		d.schedule()
@@ -459,10 +463,10 @@ func (d *Dispatcher) work(j *job) {
 	l.recording--
 	d.inflight--
 	d.held--
-	if len(l.queue)+l.running+l.recording == 0 {
+	if l.held()+l.recording == 0 {
 		delete(d.lanes, mid)
 	}
-	if len(l.queue)+l.running < d.depth() {
+	if l.held() < d.depthOf(mid, l) {
 		d.signal()
 	}
 	d.schedule()

@@ -79,7 +79,11 @@
 // endpoint. Endpoints with 2 × PerEndpoint deliveries claimed are left out
 // of the next claim, so a slow endpoint's backlog stays in the database,
 // claimable by other dispatchers, and never delays other merchants'
-// webhooks.
+// webhooks. An endpoint that answers faster than the claims refill its
+// queue earns a deeper one, up to 8 × PerEndpoint, while the dispatcher
+// holds fewer than Workers deliveries (so at least half of what it may
+// hold stays for other merchants); it is back to 2 × PerEndpoint when an
+// attempt to it times out or cannot connect.
 //
 // An endpoint whose last attempt timed out or could not connect is down:
 // it gets one request at a time (a probe), and while the probe is out, its

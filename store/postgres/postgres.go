@@ -66,6 +66,7 @@ var dialect = &sqlstore.Dialect{
 	SkipLocked: " FOR UPDATE SKIP LOCKED",
 	Classify:   classify,
 	CopyIn:     copyIn,
+	Array:      func(slice any) any { return pq.Array(slice) },
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

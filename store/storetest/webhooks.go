@@ -20,6 +20,7 @@ func webhookTests() []test {
 		{"Event_DispatchConcurrently", testDispatchEventsConcurrently},
 		{"Delivery_ClaimPerMerchantCapAndExclusion", testClaimDeliveriesFair},
 		{"Delivery_ClaimFairConcurrently", testClaimDeliveriesFairConcurrently},
+		{"Delivery_ClaimWithEvents_EachWithItsEventAndMerchant", testClaimDeliveriesWithEvents},
 		{"Delivery_LeaseFencing", testDeliveryLeaseFencing},
 		{"Delivery_ExpiredLeaseTakenOver", testDeliveryLeaseTakeover},
 		{"Delivery_RecordAttemptsInBulk_FencedEachByItsLease", testRecordDeliveryAttempts},
@@ -264,6 +265,77 @@ func testClaimDeliveriesFair(t *testing.T, st store.Store) {
 }
 
 func webhookPtr[T any](v T) *T { return &v }
+
+func testClaimDeliveriesWithEvents(t *testing.T, st store.Store) {
+	var (
+		ms   [2]store.Merchant
+		evs  = map[int64]store.Event{}
+		due  [2][]store.Delivery
+		base = now().Add(-time.Hour)
+	)
+	for i := range ms {
+		ms[i] = newMerchant(t, st)
+		inv := newInvoice(t, st, ms[i].ID)
+		for k := 0; k < 3; k++ {
+			ev := newEvent(t, st, inv, store.EventInvoicePaid)
+			d := newDelivery(t, st, ev, base.Add(time.Duration(k*2+i)*time.Second))
+			evs[d.ID], due[i] = ev, append(due[i], d)
+		}
+	}
+	// A delivery whose merchant is gone (the schema does not tie them).
+	orphanEv := newEvent(t, st, newInvoice(t, st, ms[0].ID), store.EventInvoiceExpired)
+	orphan := store.Delivery{EventID: orphanEv.ID, MerchantID: ms[1].ID + 1000, InvoiceID: orphanEv.InvoiceID,
+		EventType: orphanEv.Type, Status: store.DeliveryPending, NextAttemptAt: webhookPtr(base.Add(-time.Second)),
+		CreatedAt: now(), UpdatedAt: now()}
+	require.NoError(t, st.CreateDelivery(ctx, &orphan))
+	evs[orphan.ID] = orphanEv
+
+	check := func(got []store.ClaimedDelivery, want []int64) {
+		t.Helper()
+		ids := make([]int64, len(got))
+		for i, c := range got {
+			ids[i] = c.ID
+			requireTimePtr(t, webhookPtr(now().Add(time.Minute)), c.LockedUntil)
+			require.NotNil(t, c.Event, "delivery %d has its event", c.ID)
+			ev := evs[c.ID]
+			require.Equal(t, ev.ID, c.Event.ID)
+			require.Equal(t, ev.Type, c.Event.Type)
+			require.Equal(t, ev.InvoiceID, c.Event.InvoiceID)
+			require.JSONEq(t, string(ev.Data), string(c.Event.Data))
+			requireTime(t, ev.CreatedAt, c.Event.CreatedAt)
+			if c.ID == orphan.ID {
+				require.Nil(t, c.Merchant, "the orphan's merchant does not exist")
+				continue
+			}
+			require.NotNil(t, c.Merchant)
+			m := ms[0]
+			if c.MerchantID == ms[1].ID {
+				m = ms[1]
+			}
+			require.Equal(t, m.ID, c.Merchant.ID)
+			require.Equal(t, m.WebhookURL, c.Merchant.WebhookURL)
+			require.Equal(t, m.WebhookSecretCiphertext, c.Merchant.WebhookSecretCiphertext)
+			require.Equal(t, m.SettlementAddress, c.Merchant.SettlementAddress)
+			require.Nil(t, c.Merchant.DisabledAt)
+		}
+		require.Equal(t, want, ids)
+	}
+	got, err := st.ClaimDeliveriesWithEvents(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 10,
+		PerMerchant: 2, ExcludeMerchants: []int64{ms[1].ID}})
+	require.NoError(t, err)
+	check(got, []int64{orphan.ID, due[0][0].ID, due[0][1].ID})
+
+	got, err = st.ClaimDeliveriesWithEvents(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 10, PerMerchant: 2})
+	require.NoError(t, err)
+	check(got, []int64{due[1][0].ID, due[1][1].ID, due[0][2].ID})
+
+	got, err = st.ClaimDeliveriesWithEvents(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	check(got, []int64{due[1][2].ID})
+	got, err = st.ClaimDeliveriesWithEvents(ctx, store.DeliveryClaim{Now: now(), Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, got, "everything due is leased")
+}
 
 func testClaimDeliveriesFairConcurrently(t *testing.T, st store.Store) {
 	const perMerchant = 15

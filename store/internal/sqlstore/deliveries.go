@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/evmpay/evmpay/store"
 )
@@ -57,40 +56,189 @@ func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) error {
 // short by the cap returns fewer than Limit; the caller claims again with
 // that merchant excluded.
 func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error) {
-	n := limit(c.Limit, 100, 1000)
-	per := n
+	n, per := claimLimits(c)
+	args := []any{c.Now.Add(c.Lease), c.Now, c.Now}
+	exclude := ""
+	if len(c.ExcludeMerchants) > 0 {
+		exclude = ` AND merchant_id NOT IN (?)`
+		args = append(args, c.ExcludeMerchants)
+	}
+	args = append(args, n, per, n)
+	var ds []store.Delivery
+	err := s.selIn(ctx, &ds, claimUpdate(s.d, exclude)+` RETURNING `+deliveryColumns, args...)
+	sortDue(ds, func(d store.Delivery) store.Delivery { return d })
+	return ds, err
+}
+
+// claimLimits returns the most deliveries a claim takes and the most it
+// takes of one merchant.
+func claimLimits(c store.DeliveryClaim) (n, per int) {
+	n = limit(c.Limit, 100, 1000)
+	per = n
 	if c.PerMerchant > 0 && c.PerMerchant < n {
 		per = c.PerMerchant
 	}
-	args := []any{c.Now.Add(c.Lease), c.Now, c.Now}
-	cand := `SELECT id, merchant_id, next_attempt_at FROM webhook_deliveries
-			WHERE status = 'PENDING' AND next_attempt_at <= ?
-			  AND (locked_until IS NULL OR locked_until <= ?)`
-	if len(c.ExcludeMerchants) > 0 {
-		cand += ` AND merchant_id NOT IN (?)`
-		args = append(args, c.ExcludeMerchants)
-	}
-	cand += ` ORDER BY next_attempt_at, id LIMIT ?` + s.d.SkipLocked
-	args = append(args, n, per, n)
-	var ds []store.Delivery
-	err := s.selIn(ctx, &ds, `
-		UPDATE webhook_deliveries SET locked_until = ?
-		WHERE id IN (
-			SELECT id FROM (
+	return n, per
+}
+
+// claimUpdate is the UPDATE (without RETURNING) of a claim; exclude is a
+// condition on merchant_id appended to the candidates' WHERE. Its
+// parameters: the new locked_until, now twice, exclude's, the candidates'
+// limit, the per-merchant cap, the limit.
+//
+// On PostgreSQL the chosen ids are matched with = ANY(ARRAY(…)), which is
+// always an index scan of the primary key; with IN (…) the planner may
+// hash-join them against a scan of the whole table (every delivery ever
+// made) when it expects many candidates, as it did on a 10,000-row table
+// (1.6 ms a claim instead of 0.2 ms).
+func claimUpdate(d *Dialect, exclude string) string {
+	ids := `SELECT id FROM (
 				SELECT id, next_attempt_at,
 					ROW_NUMBER() OVER (PARTITION BY merchant_id ORDER BY next_attempt_at, id) AS rn
-				FROM (`+cand+`) cand
+				FROM (SELECT id, merchant_id, next_attempt_at FROM webhook_deliveries
+					WHERE status = 'PENDING' AND next_attempt_at <= ?
+					  AND (locked_until IS NULL OR locked_until <= ?)` + exclude + `
+					ORDER BY next_attempt_at, id LIMIT ?` + d.SkipLocked + `) cand
 			) ranked
-			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?)
-		RETURNING `+deliveryColumns, args...)
-	sort.Slice(ds, func(i, j int) bool {
-		a, b := ds[i].NextAttemptAt, ds[j].NextAttemptAt
-		if a != nil && b != nil && !a.Equal(*b) {
-			return a.Before(*b)
+			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?`
+	match := `id IN (` + ids + `)`
+	if d.Name == "postgres" {
+		match = `id = ANY(ARRAY(` + ids + `))`
+	}
+	return `UPDATE webhook_deliveries SET locked_until = ? WHERE ` + match
+}
+
+// sortDue orders claimed deliveries oldest due first (RETURNING has no
+// order).
+func sortDue[T any](xs []T, del func(T) store.Delivery) {
+	sort.Slice(xs, func(i, j int) bool {
+		a, b := del(xs[i]), del(xs[j])
+		if a.NextAttemptAt != nil && b.NextAttemptAt != nil && !a.NextAttemptAt.Equal(*b.NextAttemptAt) {
+			return a.NextAttemptAt.Before(*b.NextAttemptAt)
 		}
-		return ds[i].ID < ds[j].ID
+		return a.ID < b.ID
 	})
-	return ds, err
+}
+
+// claimWithEventsPostgres is ClaimDeliveriesWithEvents on PostgreSQL: the
+// claim, its events and merchants in one statement whose text never varies
+// (the excluded merchants are an array parameter), so that it is prepared
+// once per connection. A missing event or merchant comes back with id 0.
+var claimWithEventsPostgres = `WITH claimed AS (` +
+	claimUpdate(&Dialect{Name: "postgres", SkipLocked: " FOR UPDATE SKIP LOCKED"}, ` AND merchant_id <> ALL(?::bigint[])`) + `
+		RETURNING ` + deliveryColumns + `)
+	SELECT c.*,
+		COALESCE(e.id, 0) AS "e.id", COALESCE(e.type, '') AS "e.type",
+		COALESCE(e.merchant_id, 0) AS "e.merchant_id", COALESCE(e.invoice_id, 0) AS "e.invoice_id",
+		COALESCE(e.data, '') AS "e.data", COALESCE(e.created_at, 'epoch') AS "e.created_at",
+		e.dispatched_at AS "e.dispatched_at",
+		COALESCE(m.id, 0) AS "m.id", COALESCE(m.name, '') AS "m.name",
+		COALESCE(m.api_key_digest, ''::bytea) AS "m.api_key_digest",
+		COALESCE(m.api_key_hash, '') AS "m.api_key_hash", COALESCE(m.api_key_prefix, '') AS "m.api_key_prefix",
+		COALESCE(m.webhook_url, '') AS "m.webhook_url",
+		COALESCE(m.webhook_secret_ciphertext, ''::bytea) AS "m.webhook_secret_ciphertext",
+		COALESCE(m.settlement_address, '\x0000000000000000000000000000000000000000'::bytea) AS "m.settlement_address",
+		COALESCE(m.created_at, 'epoch') AS "m.created_at", COALESCE(m.updated_at, 'epoch') AS "m.updated_at",
+		m.disabled_at AS "m.disabled_at"
+	FROM claimed c
+	LEFT JOIN events e ON e.id = c.event_id
+	LEFT JOIN merchants m ON m.id = c.merchant_id`
+
+// claimedRow is a row of claimWithEventsPostgres.
+type claimedRow struct {
+	store.Delivery
+	Event    store.Event    `db:"e"`
+	Merchant store.Merchant `db:"m"`
+}
+
+// ClaimDeliveriesWithEvents implements store.DeliveryStore.
+//
+// On PostgreSQL it is one prepared statement (one round trip); elsewhere
+// the claim, the events and the merchants are read in one transaction.
+func (s *Store) ClaimDeliveriesWithEvents(ctx context.Context, c store.DeliveryClaim) ([]store.ClaimedDelivery, error) {
+	if s.d.Name != "postgres" {
+		return s.claimThenRead(ctx, c)
+	}
+	n, per := claimLimits(c)
+	var rows []claimedRow
+	err := s.selPrepared(ctx, &rows, claimWithEventsPostgres, c.Now.Add(c.Lease), c.Now, c.Now,
+		int64Array(c.ExcludeMerchants), n, per, n)
+	if err != nil {
+		return nil, err
+	}
+	cs := make([]store.ClaimedDelivery, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		cs[i].Delivery = r.Delivery
+		if r.Event.ID != 0 {
+			cs[i].Event = &r.Event
+		}
+		if r.Merchant.ID != 0 {
+			cs[i].Merchant = &r.Merchant
+		}
+	}
+	sortDue(cs, func(c store.ClaimedDelivery) store.Delivery { return c.Delivery })
+	return cs, nil
+}
+
+// claimThenRead is ClaimDeliveriesWithEvents as three reads in one
+// transaction.
+func (s *Store) claimThenRead(ctx context.Context, c store.DeliveryClaim) ([]store.ClaimedDelivery, error) {
+	var cs []store.ClaimedDelivery
+	err := s.withTx(ctx, func(t *Store) error {
+		ds, err := t.ClaimDeliveries(ctx, c)
+		if err != nil || len(ds) == 0 {
+			return err
+		}
+		ids := make([]int64, len(ds))
+		for i := range ds {
+			ids[i] = ds[i].EventID
+		}
+		evs, err := t.GetEvents(ctx, ids)
+		if err != nil {
+			return err
+		}
+		events := make(map[int64]*store.Event, len(evs))
+		for i := range evs {
+			events[evs[i].ID] = &evs[i]
+		}
+		merchants := map[int64]*store.Merchant{}
+		cs = make([]store.ClaimedDelivery, len(ds))
+		for i, d := range ds {
+			m, seen := merchants[d.MerchantID]
+			if !seen {
+				got, err := t.GetMerchant(ctx, d.MerchantID)
+				switch {
+				case err == nil:
+					m = &got
+				case !errors.Is(err, store.ErrNotFound):
+					return err
+				}
+				merchants[d.MerchantID] = m
+			}
+			cs[i] = store.ClaimedDelivery{Delivery: d, Event: events[d.EventID], Merchant: m}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// int64Array is ids as a PostgreSQL array literal, for a ?::bigint[]
+// parameter.
+func int64Array(ids []int64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // leaseLost is the error of a lease-fenced write whose lease is gone.
@@ -259,84 +407,80 @@ func (s *Store) CountDeliveries(ctx context.Context, status string, minAttempt i
 	return n, err
 }
 
-// maxAttemptBatch caps the attempts written by one statement (PostgreSQL
-// takes at most 65,535 parameters; each attempt has 10).
-const maxAttemptBatch = 500
-
 // RecordDeliveryAttempts implements store.DeliveryStore.
 //
-// On PostgreSQL each batch is one UPDATE … FROM (VALUES …) fenced by the
-// held lease, RETURNING the ids it changed; elsewhere it is the single-row
-// UPDATE once per attempt in one transaction.
+// On PostgreSQL it is one prepared statement, UPDATE … FROM unnest(…) of
+// one array per column, fenced row by row by the held lease, RETURNING the
+// ids it changed: one round trip and one commit whatever the number of
+// attempts, and a text that never varies, so that it is parsed and planned
+// once per connection. Elsewhere it is the single-row UPDATE once per
+// attempt in one transaction.
 func (s *Store) RecordDeliveryAttempts(ctx context.Context, as []store.DeliveryAttempt) ([]bool, error) {
 	ok := make([]bool, len(as))
 	if len(as) == 0 {
 		return ok, nil
 	}
-	err := s.withTx(ctx, func(t *Store) error {
-		for from := 0; from < len(as); from += maxAttemptBatch {
-			to := min(from+maxAttemptBatch, len(as))
-			if err := t.recordAttempts(ctx, as[from:to], ok[from:to]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if s.d.Array == nil {
+		return ok, s.withTx(ctx, func(t *Store) error { return t.recordEach(ctx, as, ok) })
+	}
+	var (
+		ids, statuses     = make([]int64, len(as)), make([]string, len(as))
+		delivered         = make([]bool, len(as))
+		responses         = make([]*int, len(as))
+		attempts          = make([]int64, len(as))
+		lastAt, nextAt    = make([]*time.Time, len(as)), make([]*time.Time, len(as))
+		lastErrors        = make([]string, len(as))
+		updatedAt, heldAt = make([]time.Time, len(as)), make([]time.Time, len(as))
+	)
+	for i, a := range as {
+		d := a.Delivery
+		ids[i], statuses[i], delivered[i], responses[i] = d.ID, d.Status, d.Delivered, d.ResponseStatus
+		attempts[i], lastAt[i], nextAt[i], lastErrors[i] = int64(d.Attempt), d.LastAttemptAt, d.NextAttemptAt, d.LastError
+		updatedAt[i], heldAt[i] = d.UpdatedAt, a.Held
+	}
+	arr := s.d.Array
+	var done []int64
+	if err := s.selPrepared(ctx, &done, recordAttemptsPostgres, arr(ids), arr(statuses), arr(delivered),
+		arr(responses), arr(attempts), arr(lastAt), arr(nextAt), arr(lastErrors), arr(updatedAt), arr(heldAt),
+		arr(ids)); err != nil {
 		return nil, err
+	}
+	recorded := make(map[int64]bool, len(done))
+	for _, id := range done {
+		recorded[id] = true
+	}
+	for i, a := range as {
+		ok[i] = recorded[a.Delivery.ID]
 	}
 	return ok, nil
 }
 
-// recordAttempts writes one batch and sets ok[i] for each attempt written.
-func (s *Store) recordAttempts(ctx context.Context, as []store.DeliveryAttempt, ok []bool) error {
-	if s.d.Name != "postgres" {
-		for i, a := range as {
-			err := s.RecordDeliveryAttempt(ctx, a.Delivery, a.Held)
-			switch {
-			case err == nil:
-				ok[i] = true
-			case !errors.Is(err, store.ErrConflict):
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		q    strings.Builder
-		args = make([]any, 0, 10*len(as))
-	)
-	q.WriteString(`UPDATE webhook_deliveries AS w SET status = v.status, delivered = v.delivered,
-			response_status = v.response_status, attempt = v.attempt, last_attempt_at = v.last_attempt_at,
-			next_attempt_at = v.next_attempt_at, last_error = v.last_error, locked_until = NULL,
-			updated_at = v.updated_at
-		FROM (VALUES `)
+// recordAttemptsPostgres is RecordDeliveryAttempts on PostgreSQL. The ids
+// come twice: w.id = ANY(…) makes the planner find the rows through the
+// primary key even in a generic plan, which does not know how many there
+// are.
+const recordAttemptsPostgres = `UPDATE webhook_deliveries AS w SET status = v.status, delivered = v.delivered,
+		response_status = v.response_status, attempt = v.attempt, last_attempt_at = v.last_attempt_at,
+		next_attempt_at = v.next_attempt_at, last_error = v.last_error, locked_until = NULL,
+		updated_at = v.updated_at
+	FROM unnest(?::bigint[], ?::text[], ?::boolean[], ?::integer[], ?::integer[], ?::timestamptz[],
+		?::timestamptz[], ?::text[], ?::timestamptz[], ?::timestamptz[])
+		AS v (id, status, delivered, response_status, attempt, last_attempt_at, next_attempt_at,
+			last_error, updated_at, held)
+	WHERE w.id = ANY(?::bigint[]) AND w.id = v.id AND w.status = 'PENDING' AND w.locked_until = v.held
+	RETURNING w.id`
+
+// recordEach records attempts one UPDATE each and sets ok[i] for each
+// attempt written.
+func (s *Store) recordEach(ctx context.Context, as []store.DeliveryAttempt, ok []bool) error {
 	for i, a := range as {
-		if i > 0 {
-			q.WriteString(", ")
+		err := s.RecordDeliveryAttempt(ctx, a.Delivery, a.Held)
+		switch {
+		case err == nil:
+			ok[i] = true
+		case !errors.Is(err, store.ErrConflict):
+			return err
 		}
-		q.WriteString(`(?::bigint, ?::text, ?::boolean, ?::integer, ?::integer, ?::timestamptz,
-			?::timestamptz, ?::text, ?::timestamptz, ?::timestamptz)`)
-		d := a.Delivery
-		args = append(args, d.ID, d.Status, d.Delivered, d.ResponseStatus, d.Attempt, d.LastAttemptAt,
-			d.NextAttemptAt, d.LastError, d.UpdatedAt, a.Held)
-	}
-	q.WriteString(`) AS v (id, status, delivered, response_status, attempt, last_attempt_at,
-			next_attempt_at, last_error, updated_at, held)
-		WHERE w.id = v.id AND w.status = 'PENDING' AND w.locked_until = v.held
-		RETURNING w.id`)
-	var ids []int64
-	// Rebound here, not through the query cache: the text varies with the
-	// batch size.
-	if err := sqlx.SelectContext(ctx, s.q, &ids, sqlx.Rebind(s.d.BindType, q.String()), args...); err != nil {
-		return s.wrap(err)
-	}
-	done := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		done[id] = true
-	}
-	for i, a := range as {
-		ok[i] = done[a.Delivery.ID]
 	}
 	return nil
 }

@@ -36,6 +36,9 @@ type Dialect struct {
 	// CopyIn inserts rows in bulk inside tx; nil means row-by-row inserts
 	// with a prepared statement.
 	CopyIn func(ctx context.Context, tx *sqlx.Tx, table string, columns []string, rows [][]any) error
+	// Array turns a slice into an array parameter (nil pointers become
+	// NULL elements); nil where the engine has no arrays.
+	Array func(slice any) any
 }
 
 // Store implements store.Tx over an sqlx handle; Store.InTx hands out a
