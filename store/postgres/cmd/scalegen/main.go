@@ -5,10 +5,13 @@
 //	scalegen -db … -load            # p50/p99 of the API reads, over HTTP
 //	scalegen -db … -explain         # EXPLAIN (ANALYZE, BUFFERS) of the hot queries
 //	scalegen -db … -migrate         # apply new migrations under writes; the longest write
+//	scalegen -db … -settle          # settlement per block (1,000 transactions) on the big tables
+//	scalegen -db … -archive         # archive the oldest month as payd does, reads meanwhile
 //
 // At -scale 1: 1,000 merchants, 10 M invoices in every status (most
 // SETTLED, a tail EXPIRED, PENDING, PAID and CONFIRMED), 50 M indexed
-// transactions, 5 M events with their webhook deliveries. Rows are written
+// transactions, 5 M events with their webhook deliveries, and a MINED
+// sweep transaction per SETTLED invoice (8 M). Rows are written
 // with COPY into the migrated schema; the generator refuses a database
 // that is not on the loopback interface (or a Unix socket), and refuses
 // one that already holds invoices.
@@ -57,7 +60,12 @@ func main() {
 	load := flag.Bool("load", false, "measure the API reads instead of generating")
 	explain := flag.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the hot queries instead of generating")
 	n := flag.Int("n", 300, "requests per measured endpoint (-load)")
-	migrate := flag.Bool("migrate", false, "apply pending migrations while writing to invoices, and report the longest write")
+	migrate := flag.Bool("migrate", false, "apply pending migrations while writing to invoices and transactions, and report the longest write")
+	settle := flag.Bool("settle", false, "append blocks after the generated chain and time the settlement of each")
+	blocks := flag.Int("blocks", 100, "blocks to settle (-settle)")
+	archive := flag.Bool("archive", false, "archive the oldest month of invoices as payd does, measuring reads before and during")
+	sweeps := flag.Bool("sweeps", false, "add the sweep history (one MINED sweep per SETTLED invoice) to a database generated without it")
+	before := flag.Duration("before", time.Minute, "how long the reads are measured before the archive starts (-archive)")
 	flag.Parse()
 	if err := loopback(*dbURL); err != nil {
 		log.Fatal(err)
@@ -71,6 +79,12 @@ func main() {
 		err = runExplain(ctx, *dbURL)
 	case *migrate:
 		err = runMigrate(ctx, *dbURL)
+	case *settle:
+		err = runSettle(ctx, *dbURL, *blocks, 1000, 50)
+	case *archive:
+		err = runArchive(ctx, *dbURL, *keyfile, *before)
+	case *sweeps:
+		err = runSweeps(ctx, *dbURL)
 	default:
 		err = generate(ctx, *dbURL, *scale, *keyfile)
 	}
@@ -291,6 +305,9 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if _, err := db.ExecContext(ctx, `SELECT setval('webhook_deliveries_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
+	if err := step("sweep_txs", 0, func() error { return fillSweeps(ctx, db) }); err != nil {
+		return err
+	}
 	if err := step("ANALYZE", 0, func() error {
 		_, err := db.ExecContext(ctx, `ANALYZE`)
 		return err
@@ -383,6 +400,62 @@ func copyRows(ctx context.Context, db *sql.DB, table string, cols []string, n in
 		if err := tx.Commit(); err != nil {
 			return err
 		}
+		if done := min(from+chunk, n); done%1_000_000 == 0 || done == n {
+			log.Printf("  %s: %d / %d rows", table, done, n)
+		}
+	}
+	return nil
+}
+
+// runSweeps adds the sweep history to a database generated before the
+// generator wrote it.
+func runSweeps(ctx context.Context, dbURL string) error {
+	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t := time.Now()
+	if err := fillSweeps(ctx, st.DB().DB); err != nil {
+		return err
+	}
+	if _, err := st.DB().ExecContext(ctx, `ANALYZE sweep_txs`); err != nil {
+		return err
+	}
+	log.Printf("sweep_txs filled in %s", time.Since(t).Round(time.Second))
+	return nil
+}
+
+// fillSweeps writes the sweep history of a year: one MINED sweep
+// transaction per SETTLED invoice (deposit address → settlement address,
+// nonce 0), by id ranges of 1 M invoices, one transaction each. Funding
+// transactions are left out (a sweep of a native-coin invoice pays its own
+// gas). It starts after the last invoice that has a sweep row, so it can
+// run again after an interruption.
+func fillSweeps(ctx context.Context, db *sql.DB) error {
+	var lo, hi int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(invoice_id), 0) + 1, (SELECT COALESCE(MAX(id), 0) FROM invoices)
+		FROM sweep_txs`).Scan(&lo, &hi); err != nil {
+		return err
+	}
+	const chunk = 1_000_000
+	total := int64(0)
+	for from := lo; from <= hi; from += chunk {
+		res, err := db.ExecContext(ctx, `INSERT INTO sweep_txs (invoice_id, kind, from_address, to_address, nonce,
+				value_wei, gas_limit, max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status, block_number,
+				gas_used, fee_wei, created_at, updated_at, sent_at, mined_at, sent_block)
+			SELECT i.id, 'SWEEP', i.deposit_address, m.settlement_address, 0,
+				i.amount_wei - 630000000000000, 21000, 30000000000, 1000000000,
+				sha256('sweep'::bytea || int8send(i.id)), sha256('raw'::bytea || int8send(i.id)) || decode(repeat('00', 80), 'hex'),
+				'MINED', 1, 21000, 630000000000000, i.settled_at, i.settled_at, i.settled_at, i.settled_at, 1
+			FROM invoices i JOIN merchants m ON m.id = i.merchant_id
+			WHERE i.id >= $1 AND i.id < $2 AND i.status = 'SETTLED'`, from, from+chunk)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		log.Printf("  sweep_txs: invoices up to %d of %d, %d rows", min(from+chunk-1, hi), hi, total)
 	}
 	return nil
 }
