@@ -56,6 +56,7 @@ const chainID = 1337
 func main() {
 	dbURL := flag.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (loopback only)")
 	scale := flag.Float64("scale", 1, "fraction of a year of data to generate (1 = 10 M invoices)")
+	resume := flag.Bool("resume", false, "finish an interrupted generation: fill only the tables still empty")
 	keyfile := flag.String("keyfile", "scalegen.key", "where the api_key of merchant 1 is written (or read, with -load)")
 	load := flag.Bool("load", false, "measure the API reads instead of generating")
 	explain := flag.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the hot queries instead of generating")
@@ -86,7 +87,7 @@ func main() {
 	case *sweeps:
 		err = runSweeps(ctx, *dbURL)
 	default:
-		err = generate(ctx, *dbURL, *scale, *keyfile)
+		err = generate(ctx, *dbURL, *scale, *keyfile, *resume)
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -128,7 +129,7 @@ func sizesAt(scale float64) sizes {
 // year is the generated period: it ends now.
 const year = 365 * 24 * time.Hour
 
-func generate(ctx context.Context, dbURL string, scale float64, keyfile string) error {
+func generate(ctx context.Context, dbURL string, scale float64, keyfile string, resume bool) error {
 	sz := sizesAt(scale)
 	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
@@ -143,7 +144,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM invoices`).Scan(&existing); err != nil {
 		return err
 	}
-	if existing > 0 {
+	if existing > 0 && !resume {
 		return fmt.Errorf("scalegen: the database already holds %d invoices; use an empty one", existing)
 	}
 	log.Printf("scale %g: %d merchants, %d invoices, %d transactions, %d events and deliveries",
@@ -153,22 +154,20 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	start := now.Add(-year)
 	r := rand.New(rand.NewPCG(1, 2))
 
-	// Merchant 1: a real one, for the load program.
-	creds, err := invoice.NewCredentials(secretKey)
-	if err != nil {
-		return err
-	}
-	first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
-		Name: "scalegen busy merchant", WebhookURL: "https://merchant.example/webhooks",
-		SettlementAddress: common.HexToAddress("0x00000000000000000000000000000000000000aa"),
-	})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyfile, []byte(first.APIKey+"\n"), 0o600); err != nil {
-		return err
-	}
-	step := func(what string, rows int, fn func() error) error {
+	// step runs fn, which fills table; resuming, it skips a table that
+	// already holds rows (an interrupted generation keeps what it wrote;
+	// a table cut short stays short).
+	step := func(what, table string, rows int, fn func() error) error {
+		if existing > 0 && table != "" {
+			var filled bool
+			if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+`)`).Scan(&filled); err != nil {
+				return err
+			}
+			if filled {
+				log.Printf("%-22s already filled, kept", what)
+				return nil
+			}
+		}
 		t := time.Now()
 		if err := fn(); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -177,7 +176,31 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 		log.Printf("%-22s %10d rows in %8s (%.0f rows/s)", what, rows, d.Round(time.Millisecond), float64(rows)/d.Seconds())
 		return nil
 	}
-	if err := step("merchants", sz.merchants-1, func() error {
+	if existing > 0 {
+		// The generated year ends where the first run's did.
+		if err := db.QueryRowContext(ctx, `SELECT MIN(created_at) FROM invoices`).Scan(&start); err != nil {
+			return err
+		}
+		start = start.UTC()
+		now = start.Add(year)
+	} else {
+		// Merchant 1: a real one, for the load program.
+		creds, err := invoice.NewCredentials(secretKey)
+		if err != nil {
+			return err
+		}
+		first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
+			Name: "scalegen busy merchant", WebhookURL: "https://merchant.example/webhooks",
+			SettlementAddress: common.HexToAddress("0x00000000000000000000000000000000000000aa"),
+		})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyfile, []byte(first.APIKey+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := step("merchants", "merchants WHERE id > 1", sz.merchants-1, func() error {
 		return copyRows(ctx, db, "merchants", []string{"name", "api_key_digest", "api_key_hash", "api_key_prefix",
 			"webhook_url", "webhook_secret_ciphertext", "settlement_address", "created_at", "updated_at"},
 			sz.merchants-1, func(i int) []any {
@@ -191,7 +214,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 
 	// Invoices: evenly over the year, oldest first (ids grow with time).
 	span := float64(year) / float64(sz.invoices)
-	if err := step("invoices", sz.invoices, func() error {
+	if err := step("invoices", "invoices", sz.invoices, func() error {
 		return copyRows(ctx, db, "invoices", []string{"id", "merchant_id", "status", "amount_wei", "paid_wei",
 			"chain_id", "deposit_address", "derivation_index", "payment_uri", "order_id", "description",
 			"lookup_token_hash", "expires_at", "paid_at", "confirmed_at", "settled_at", "created_at", "updated_at",
@@ -244,7 +267,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	poolAddr := func(r *rand.Rand) []byte {
 		return hash("addr", int(math.Floor(math.Pow(r.Float64(), 3)*float64(pool))))[:20]
 	}
-	if err := step("transactions", sz.txs, func() error {
+	if err := step("transactions", "transactions", sz.txs, func() error {
 		return copyRows(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
 			"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
 			"max_priority_fee_wei", "input"}, sz.txs, func(i int) []any {
@@ -265,7 +288,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	// Events and their deliveries: most delivered, a few failed, a few
 	// pending (a backlog retrying, due within the day).
 	evSpan := float64(year) / float64(sz.events)
-	if err := step("events", sz.events, func() error {
+	if err := step("events", "events", sz.events, func() error {
 		return copyRows(ctx, db, "events", []string{"id", "type", "merchant_id", "invoice_id", "data",
 			"created_at", "dispatched_at"}, sz.events, func(i int) []any {
 			id := i + 1
@@ -280,7 +303,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if _, err := db.ExecContext(ctx, `SELECT setval('events_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
-	if err := step("webhook_deliveries", sz.events, func() error {
+	if err := step("webhook_deliveries", "webhook_deliveries", sz.events, func() error {
 		return copyRows(ctx, db, "webhook_deliveries", []string{"id", "event_id", "merchant_id", "invoice_id",
 			"event_type", "status", "delivered", "response_status", "attempt", "last_attempt_at",
 			"next_attempt_at", "last_error", "created_at", "updated_at"}, sz.events, func(i int) []any {
@@ -305,10 +328,10 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if _, err := db.ExecContext(ctx, `SELECT setval('webhook_deliveries_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
-	if err := step("sweep_txs", 0, func() error { return fillSweeps(ctx, db) }); err != nil {
+	if err := step("sweep_txs", "", 0, func() error { return fillSweeps(ctx, db) }); err != nil {
 		return err
 	}
-	if err := step("ANALYZE", 0, func() error {
+	if err := step("ANALYZE", "", 0, func() error {
 		_, err := db.ExecContext(ctx, `ANALYZE`)
 		return err
 	}); err != nil {
