@@ -268,10 +268,18 @@ var explains = []struct{ name, sql string }{
 		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id
 			AND p.block_number > (SELECT MAX(block_number) - 12 FROM transactions) AND p.wrong_asset = false)
 		ORDER BY i.id LIMIT 200`},
-	{"archive: next batch (ArchiveInvoices, the oldest month)", `SELECT id FROM invoices
-		WHERE created_at < (SELECT MIN(created_at) FROM invoices) + interval '30 days' AND needs_attention = false
+	{"archive: a batch of the oldest month (ArchiveInvoices)", archiveBatchSQL("30 days", "created_at, id")},
+	{"archive: the last call of a run, none left (ArchiveInvoices)", archiveBatchSQL("0 days", "created_at, id")},
+	{"archive: the last call of a run, none left, before (ORDER BY id)", archiveBatchSQL("0 days", "id")},
+}
+
+// archiveBatchSQL is ArchiveInvoices' query for the invoices created up to
+// span after the oldest one, in order.
+func archiveBatchSQL(span, order string) string {
+	return `SELECT id FROM invoices
+		WHERE created_at < (SELECT MIN(created_at) FROM invoices) + interval '` + span + `' AND needs_attention = false
 		  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0'))
-		ORDER BY id LIMIT 1000 FOR UPDATE`},
+		ORDER BY ` + order + ` LIMIT 1000 FOR UPDATE`
 }
 
 // addrTxs is ListTxsByAddress's query for pool address i before block

@@ -131,7 +131,9 @@ func paymentsForPaid(ctx context.Context, st *postgres.Store) error {
 func freshPending(ctx context.Context, st *postgres.Store, sz sizes, n int) (int, error) {
 	db := st.DB().DB
 	var first int
-	if err := db.QueryRowContext(ctx, `SELECT nextval('invoices_id_seq')`).Scan(&first); err != nil {
+	// Past the sequence and past every row (an interrupted run may have
+	// written invoices without moving the sequence).
+	if err := db.QueryRowContext(ctx, `SELECT GREATEST(nextval('invoices_id_seq'), (SELECT MAX(id) + 1 FROM invoices))`).Scan(&first); err != nil {
 		return 0, err
 	}
 	now := time.Now().UTC()
