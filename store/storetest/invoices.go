@@ -25,6 +25,7 @@ func invoiceTests() []test {
 		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
 		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
 		{"Invoice_Archive", testArchive},
+		{"Invoice_Archive_OldestFirst", testArchiveOldestFirst},
 		{"Idempotency_Records", testIdempotency},
 		{"Merchant_GetForUpdate", testMerchantForUpdate},
 		{"Idempotency_ClaimExpiredLease", testIdempotencyClaim},
@@ -336,6 +337,32 @@ func testArchive(t *testing.T, st store.Store) {
 	require.Greater(t, next, recent.DerivationIndex)
 	inv := newInvoice(t, st, m.ID)
 	require.NotEqual(t, settled.ID, inv.ID, "ids of archived invoices are not reused")
+}
+
+// The archive moves the oldest invoices first, by creation time, whatever
+// their ids.
+func testArchiveOldestFirst(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	settled := func(created time.Time) func(*store.Invoice) {
+		return func(i *store.Invoice) { i.CreatedAt = created; i.Status = store.StatusSettled }
+	}
+	newer := newInvoice(t, st, m.ID, settled(now().AddDate(-2, 0, 0)))
+	older := newInvoice(t, st, m.ID, settled(now().AddDate(-3, 0, 0)))
+	require.Greater(t, older.ID, newer.ID)
+
+	moved, err := st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+	_, err = st.GetInvoice(ctx, older.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "the oldest invoice moves first")
+	_, err = st.GetInvoice(ctx, newer.ID)
+	require.NoError(t, err)
+
+	moved, err = st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved)
+	_, err = st.GetInvoice(ctx, newer.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 func testIdempotency(t *testing.T, st store.Store) {

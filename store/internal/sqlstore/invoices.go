@@ -280,6 +280,13 @@ func (s *Store) CountInvoicesByStatus(ctx context.Context) (map[string]int64, er
 // ArchiveInvoices implements store.InvoiceStore. Only finished invoices
 // (SETTLED, or EXPIRED without any payment) move: anything that may still
 // see money stays where settlement and sweep look.
+//
+// The oldest go first, in created_at order: the scan is a range of
+// invoices_created below the cutoff, so a batch reads the invoices it moves
+// and the few old ones that stay (unswept, flagged), never the newer rest
+// of the table. (Ordered by id, the scan of the primary key could not stop
+// at the cutoff: each call that found fewer than a batch — the last one of
+// every run — read the whole table; see docs/scale.md.)
 func (s *Store) ArchiveInvoices(ctx context.Context, cutoff time.Time, n int) (int, error) {
 	moved := 0
 	err := s.withTx(ctx, func(t *Store) error {
@@ -287,7 +294,7 @@ func (s *Store) ArchiveInvoices(ctx context.Context, cutoff time.Time, n int) (i
 		err := t.sel(ctx, &ids, `SELECT id FROM invoices
 			WHERE created_at < ? AND needs_attention = ?
 			  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0'))
-			ORDER BY id LIMIT ?`+t.d.ForUpdate, cutoff, false, limit(n, 1000, 10000))
+			ORDER BY created_at, id LIMIT ?`+t.d.ForUpdate, cutoff, false, limit(n, 1000, 10000))
 		if err != nil || len(ids) == 0 {
 			return err
 		}

@@ -28,47 +28,104 @@ const mnemonic = "test test test test test test test test test test test junk"
 // database (in this process, over loopback HTTP) and measures p50/p99 of
 // n sequential requests per case.
 func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
-	key, err := os.ReadFile(keyfile)
-	if err != nil {
-		return err
-	}
-	apiKey := strings.TrimSpace(string(key))
 	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sz, err := sizesIn(ctx, st)
+	env, err := newLoadEnv(ctx, st, keyfile)
 	if err != nil {
 		return err
+	}
+	defer env.close()
+	lo, err := lowestInvoice(ctx, st)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("database: %d invoices, %d merchants; %d sequential requests per case\n\n", env.sz.invoices, env.sz.merchants, n)
+	fmt.Printf("| request | p50 | p99 |\n|---|---|---|\n")
+	for _, c := range env.cases(rand.New(rand.NewPCG(3, 4)), lo) {
+		var took []time.Duration
+		for i := 0; i < n+n/10; i++ { // the first tenth warms up
+			d, err := env.do(ctx, c)
+			if err != nil {
+				return err
+			}
+			if i >= n/10 {
+				took = append(took, d)
+			}
+		}
+		p50, p99 := percentiles(took)
+		fmt.Printf("| %s | %s | %s |\n", c.name, ms(p50), ms(p99))
+	}
+	return nil
+}
+
+// loadEnv is the invoice API and the read API served on the generated
+// database, in this process over loopback HTTP, with merchant 1's api_key.
+type loadEnv struct {
+	srv    *httptest.Server
+	apiKey string
+	sz     sizes
+	blocks int64 // the highest indexed block
+}
+
+func newLoadEnv(ctx context.Context, st *postgres.Store, keyfile string) (*loadEnv, error) {
+	key, err := os.ReadFile(keyfile)
+	if err != nil {
+		return nil, err
+	}
+	sz, err := sizesIn(ctx, st)
+	if err != nil {
+		return nil, err
 	}
 	creds, err := invoice.NewCredentials(secretKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mn, err := hdwallet.ParseMnemonic(mnemonic)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, err := hdwallet.NewWallet(mn, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	svc, err := invoice.New(st, creds, w.Deriver(), chainID, invoice.Config{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reads, err := indexer.NewReadAPI(st, indexer.ReadAPIConfig{StaleAfter: -1})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	env := &loadEnv{apiKey: strings.TrimSpace(string(key)), sz: sz}
+	if err := st.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(block_number), 1) FROM transactions`).Scan(&env.blocks); err != nil {
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	svc.Routes(mux)
 	reads.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	env.srv = httptest.NewServer(mux)
+	return env, nil
+}
 
-	r := rand.New(rand.NewPCG(3, 4))
+func (e *loadEnv) close() { e.srv.Close() }
+
+// loadCase is one measured request: path makes its URL path (random
+// arguments drawn anew each time); auth sends merchant 1's api_key, bearer
+// another bearer token.
+type loadCase struct {
+	name   string
+	auth   bool
+	bearer func() string
+	path   func() string
+}
+
+// cases are the measured requests. Invoices are drawn from ids lo and up
+// (the archive mode reads only what it does not move).
+func (e *loadEnv) cases(r *rand.Rand, lo int) []loadCase {
+	sz := e.sz
 	// Invoices of merchant 1, the one the api_key belongs to.
 	mine := func(lo, hi int) int {
 		for {
@@ -82,24 +139,15 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 	cursor := func(id int) string {
 		return base64.RawURLEncoding.EncodeToString([]byte("v1:" + strconv.Itoa(id)))
 	}
-	var blocks int64
-	if err := st.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(block_number), 1) FROM transactions`).Scan(&blocks); err != nil {
-		return err
-	}
 	hot := fmt.Sprintf("0x%x", hash("addr", 0)[:20])    // the busiest address
 	warm := fmt.Sprintf("0x%x", hash("addr", 200)[:20]) // a middling one
 	pageCursor := func() string {
-		b := 1 + r.Int64N(blocks)
+		b := 1 + r.Int64N(e.blocks)
 		return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(b, 10) + ":0"))
 	}
 	day := func(d int) string { return escapeTime(now.AddDate(0, 0, -d).Format(time.RFC3339)) }
-	cases := []struct {
-		name   string
-		auth   bool
-		bearer func() string
-		path   func() string
-	}{
-		{"GET /v1/invoices/{id}", true, nil, func() string { return "/v1/invoices/" + strconv.Itoa(mine(1, sz.invoices+1)) }},
+	return []loadCase{
+		{"GET /v1/invoices/{id}", true, nil, func() string { return "/v1/invoices/" + strconv.Itoa(mine(lo, sz.invoices+1)) }},
 		{"list, first page", true, nil, func() string { return "/v1/invoices" }},
 		{"list status=SETTLED", true, nil, func() string { return "/v1/invoices?status=SETTLED" }},
 		{"list status=EXPIRED", true, nil, func() string { return "/v1/invoices?status=EXPIRED" }},
@@ -109,14 +157,14 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 		{"list created 300-299 days ago", true, nil, func() string {
 			return "/v1/invoices?created_after=" + day(300) + "&created_before=" + day(299)
 		}},
-		{"list, deep cursor (random page)", true, nil, func() string { return "/v1/invoices?cursor=" + cursor(mine(1, sz.invoices+1)) }},
+		{"list, deep cursor (random page)", true, nil, func() string { return "/v1/invoices?cursor=" + cursor(mine(lo, sz.invoices+1)) }},
 		{"list status=SETTLED, deep cursor", true, nil, func() string {
-			return "/v1/invoices?status=SETTLED&cursor=" + cursor(mine(1, sz.invoices+1))
+			return "/v1/invoices?status=SETTLED&cursor=" + cursor(mine(lo, sz.invoices+1))
 		}},
 		{"list status=PENDING, deep cursor", true, nil, func() string {
-			return "/v1/invoices?status=PENDING&cursor=" + cursor(mine(1, sz.invoices+1))
+			return "/v1/invoices?status=PENDING&cursor=" + cursor(mine(lo, sz.invoices+1))
 		}},
-		{"public read", false, func() string { return lookupToken(1 + r.IntN(sz.invoices)) }, func() string { return "/v1/public/invoice" }},
+		{"public read", false, func() string { return lookupToken(lo + r.IntN(sz.invoices+1-lo)) }, func() string { return "/v1/public/invoice" }},
 		{"address txs, busiest address", false, nil, func() string { return "/v1/addresses/" + hot + "/transactions" }},
 		{"address txs, busiest, deep cursor", false, nil, func() string {
 			return "/v1/addresses/" + hot + "/transactions?cursor=" + pageCursor()
@@ -126,40 +174,51 @@ func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
 			return "/v1/addresses/" + warm + "/transactions?cursor=" + pageCursor()
 		}},
 	}
-	fmt.Printf("database: %d invoices, %d merchants; %d sequential requests per case\n\n", sz.invoices, sz.merchants, n)
-	fmt.Printf("| request | p50 | p99 |\n|---|---|---|\n")
-	for _, c := range cases {
-		var took []time.Duration
-		for i := 0; i < n+n/10; i++ { // the first tenth warms up
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+c.path(), nil)
-			if err != nil {
-				return err
-			}
-			switch {
-			case c.auth:
-				req.Header.Set("Authorization", "Bearer "+apiKey)
-			case c.bearer != nil:
-				req.Header.Set("Authorization", "Bearer "+c.bearer())
-			}
-			t := time.Now()
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			d := time.Since(t)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s: %d %s", c.name, req.URL.Path, resp.StatusCode, body)
-			}
-			if i >= n/10 {
-				took = append(took, d)
-			}
-		}
-		slices.Sort(took)
-		fmt.Printf("| %s | %s | %s |\n", c.name, ms(took[len(took)/2]), ms(took[len(took)*99/100]))
+}
+
+// do sends one request of c and returns how long the answer took; an
+// answer other than 200 is an error.
+func (e *loadEnv) do(ctx context.Context, c loadCase) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+c.path(), nil)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	switch {
+	case c.auth:
+		req.Header.Set("Authorization", "Bearer "+e.apiKey)
+	case c.bearer != nil:
+		req.Header.Set("Authorization", "Bearer "+c.bearer())
+	}
+	t := time.Now()
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s: %d %s", c.name, req.URL.Path, resp.StatusCode, body)
+	}
+	return d, nil
+}
+
+// percentiles sorts took and returns its p50 and p99.
+func percentiles(took []time.Duration) (p50, p99 time.Duration) {
+	if len(took) == 0 {
+		return 0, 0
+	}
+	slices.Sort(took)
+	return took[len(took)/2], took[len(took)*99/100]
+}
+
+// lowestInvoice is the first invoice id above every archived one (1
+// until the archive mode ran): the archive moves the oldest first, so every
+// id from there on is still in invoices.
+func lowestInvoice(ctx context.Context, st *postgres.Store) (int, error) {
+	var lo int
+	err := st.DB().QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM invoices_archive`).Scan(&lo)
+	return lo, err
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -200,6 +259,27 @@ var explains = []struct{ name, sql string }{
 	{"deliveries list, status=FAILED", `SELECT * FROM webhook_deliveries WHERE merchant_id = 1 AND status = 'FAILED'
 		ORDER BY id DESC LIMIT 101`},
 	{"expiring invoices", `SELECT * FROM invoices WHERE status = 'PENDING' AND expires_at <= now() ORDER BY expires_at LIMIT 100`},
+	{"settlement: invoice transactions in a block (ListInvoiceTxsInBlock)", `SELECT * FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
+			FROM transactions t WHERE t.block_number = (SELECT MAX(block_number) FROM transactions) AND t.to_address IS NOT NULL
+			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`},
+	{"settlement: confirmable (ListConfirmable)", `SELECT i.id FROM invoices i WHERE i.status = 'PAID'
+		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id
+			AND p.block_number > (SELECT MAX(block_number) - 12 FROM transactions) AND p.wrong_asset = false)
+		ORDER BY i.id LIMIT 200`},
+	{"archive: a batch of the oldest month (ArchiveInvoices)", archiveBatchSQL("30 days", "created_at, id")},
+	{"archive: the last call of a run, none left (ArchiveInvoices)", archiveBatchSQL("0 days", "created_at, id")},
+	{"archive: the last call of a run, none left, before (ORDER BY id)", archiveBatchSQL("0 days", "id")},
+}
+
+// archiveBatchSQL is ArchiveInvoices' query for the invoices created up to
+// span after the oldest one, in order.
+func archiveBatchSQL(span, order string) string {
+	return `SELECT id FROM invoices
+		WHERE created_at < (SELECT MIN(created_at) FROM invoices) + interval '` + span + `' AND needs_attention = false
+		  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0'))
+		ORDER BY ` + order + ` LIMIT 1000 FOR UPDATE`
 }
 
 // addrTxs is ListTxsByAddress's query for pool address i before block
@@ -248,10 +328,12 @@ func runExplain(ctx context.Context, dbURL string) error {
 }
 
 // runMigrate applies the pending migrations (what `payd migrate` does)
-// while another connection updates random invoices one at a time, and
-// reports how long the migration took and the longest single write
-// meanwhile: a migration that locks invoices shows as a write as long as
-// the lock.
+// while other connections write, one at a time with 5 ms pauses: one
+// updates random invoices, one inserts a transaction (rolled back, leaving
+// the data as it was) as the indexer would, one updates random sweep
+// transactions (when there are any). It reports how long the
+// migration took and the longest single write to each table meanwhile: a
+// migration that locks a table shows as a write as long as the lock.
 func runMigrate(ctx context.Context, dbURL string) error {
 	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
@@ -262,47 +344,86 @@ func runMigrate(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
+	r := rand.New(rand.NewPCG(5, 6))
+	db := st.DB().DB
+	writers := []struct {
+		table string
+		write func() error
+	}{
+		{"invoices", func() error {
+			_, err := db.ExecContext(ctx, `UPDATE invoices SET updated_at = now() WHERE id = $1`, 1+r.IntN(sz.invoices))
+			return err
+		}},
+		{"transactions", func() error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			_, err = tx.ExecContext(ctx, `INSERT INTO transactions (hash, block_number, block_hash, tx_index,
+				from_address, to_address, value_wei, nonce, gas, type, input)
+				VALUES ($1, 0, $2, 0, $3, $4, 0, 0, 21000, 2, '')`, randomBytes(32), randomBytes(32), randomBytes(20), randomBytes(20))
+			return err
+		}},
+	}
+	var sweeps int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM sweep_txs`).Scan(&sweeps); err != nil {
+		return err
+	}
+	if sweeps > 0 {
+		rs := rand.New(rand.NewPCG(7, 8))
+		writers = append(writers, struct {
+			table string
+			write func() error
+		}{"sweep_txs", func() error {
+			_, err := db.ExecContext(ctx, `UPDATE sweep_txs SET updated_at = now() WHERE id = $1`, 1+rs.IntN(sweeps))
+			return err
+		}})
+	}
 	type result struct {
 		writes  int
 		longest time.Duration
 		err     error
 	}
-	done := make(chan result)
-	go func() {
-		var res result
-		r := rand.New(rand.NewPCG(5, 6))
-		for {
-			select {
-			case <-stop:
-				done <- res
-				return
-			default:
+	stop := make(chan struct{})
+	done := make([]chan result, len(writers))
+	for i, w := range writers {
+		done[i] = make(chan result, 1)
+		go func() {
+			var res result
+			for {
+				select {
+				case <-stop:
+					done[i] <- res
+					return
+				default:
+				}
+				t := time.Now()
+				if err := w.write(); err != nil {
+					res.err = err
+				}
+				res.writes++
+				res.longest = max(res.longest, time.Since(t))
+				time.Sleep(5 * time.Millisecond)
 			}
-			t := time.Now()
-			_, err := st.DB().ExecContext(ctx, `UPDATE invoices SET updated_at = now() WHERE id = $1`, 1+r.IntN(sz.invoices))
-			if err != nil {
-				res.err = err
-			}
-			res.writes++
-			res.longest = max(res.longest, time.Since(t))
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+		}()
+	}
 	time.Sleep(200 * time.Millisecond)
 	t := time.Now()
 	err = st.Migrate(ctx)
 	took := time.Since(t)
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
-	res := <-done
 	if err != nil {
 		return err
 	}
-	if res.err != nil {
-		return res.err
+	fmt.Printf("migrate: %s\n", took.Round(time.Millisecond))
+	for i, w := range writers {
+		res := <-done[i]
+		if res.err != nil {
+			return res.err
+		}
+		fmt.Printf("  %d single-row writes to %s meanwhile, the longest %s\n", res.writes, w.table, ms(res.longest))
 	}
-	fmt.Printf("migrate: %s; %d single-row writes to invoices meanwhile, the longest %s\n", took.Round(time.Millisecond),
-		res.writes, ms(res.longest))
 	return nil
 }

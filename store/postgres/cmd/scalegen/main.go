@@ -5,10 +5,13 @@
 //	scalegen -db … -load            # p50/p99 of the API reads, over HTTP
 //	scalegen -db … -explain         # EXPLAIN (ANALYZE, BUFFERS) of the hot queries
 //	scalegen -db … -migrate         # apply new migrations under writes; the longest write
+//	scalegen -db … -settle          # settlement per block (1,000 transactions) on the big tables
+//	scalegen -db … -archive         # archive the oldest month as payd does, reads meanwhile
 //
 // At -scale 1: 1,000 merchants, 10 M invoices in every status (most
 // SETTLED, a tail EXPIRED, PENDING, PAID and CONFIRMED), 50 M indexed
-// transactions, 5 M events with their webhook deliveries. Rows are written
+// transactions, 5 M events with their webhook deliveries, and a MINED
+// sweep transaction per SETTLED invoice (8 M). Rows are written
 // with COPY into the migrated schema; the generator refuses a database
 // that is not on the loopback interface (or a Unix socket), and refuses
 // one that already holds invoices.
@@ -53,11 +56,17 @@ const chainID = 1337
 func main() {
 	dbURL := flag.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (loopback only)")
 	scale := flag.Float64("scale", 1, "fraction of a year of data to generate (1 = 10 M invoices)")
+	resume := flag.Bool("resume", false, "finish an interrupted generation: fill only the tables still empty")
 	keyfile := flag.String("keyfile", "scalegen.key", "where the api_key of merchant 1 is written (or read, with -load)")
 	load := flag.Bool("load", false, "measure the API reads instead of generating")
 	explain := flag.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the hot queries instead of generating")
 	n := flag.Int("n", 300, "requests per measured endpoint (-load)")
-	migrate := flag.Bool("migrate", false, "apply pending migrations while writing to invoices, and report the longest write")
+	migrate := flag.Bool("migrate", false, "apply pending migrations while writing to invoices and transactions, and report the longest write")
+	settle := flag.Bool("settle", false, "append blocks after the generated chain and time the settlement of each")
+	blocks := flag.Int("blocks", 100, "blocks to settle (-settle)")
+	archive := flag.Bool("archive", false, "archive the oldest month of invoices as payd does, measuring reads before and during")
+	sweeps := flag.Bool("sweeps", false, "add the sweep history (one MINED sweep per SETTLED invoice) to a database generated without it")
+	before := flag.Duration("before", time.Minute, "how long the reads are measured before the archive starts (-archive)")
 	flag.Parse()
 	if err := loopback(*dbURL); err != nil {
 		log.Fatal(err)
@@ -71,8 +80,14 @@ func main() {
 		err = runExplain(ctx, *dbURL)
 	case *migrate:
 		err = runMigrate(ctx, *dbURL)
+	case *settle:
+		err = runSettle(ctx, *dbURL, *blocks, 1000, 50)
+	case *archive:
+		err = runArchive(ctx, *dbURL, *keyfile, *before)
+	case *sweeps:
+		err = runSweeps(ctx, *dbURL)
 	default:
-		err = generate(ctx, *dbURL, *scale, *keyfile)
+		err = generate(ctx, *dbURL, *scale, *keyfile, *resume)
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -114,7 +129,7 @@ func sizesAt(scale float64) sizes {
 // year is the generated period: it ends now.
 const year = 365 * 24 * time.Hour
 
-func generate(ctx context.Context, dbURL string, scale float64, keyfile string) error {
+func generate(ctx context.Context, dbURL string, scale float64, keyfile string, resume bool) error {
 	sz := sizesAt(scale)
 	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
@@ -129,7 +144,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM invoices`).Scan(&existing); err != nil {
 		return err
 	}
-	if existing > 0 {
+	if existing > 0 && !resume {
 		return fmt.Errorf("scalegen: the database already holds %d invoices; use an empty one", existing)
 	}
 	log.Printf("scale %g: %d merchants, %d invoices, %d transactions, %d events and deliveries",
@@ -139,22 +154,20 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	start := now.Add(-year)
 	r := rand.New(rand.NewPCG(1, 2))
 
-	// Merchant 1: a real one, for the load program.
-	creds, err := invoice.NewCredentials(secretKey)
-	if err != nil {
-		return err
-	}
-	first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
-		Name: "scalegen busy merchant", WebhookURL: "https://merchant.example/webhooks",
-		SettlementAddress: common.HexToAddress("0x00000000000000000000000000000000000000aa"),
-	})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyfile, []byte(first.APIKey+"\n"), 0o600); err != nil {
-		return err
-	}
-	step := func(what string, rows int, fn func() error) error {
+	// step runs fn, which fills table; resuming, it skips a table that
+	// already holds rows (an interrupted generation keeps what it wrote;
+	// a table cut short stays short).
+	step := func(what, table string, rows int, fn func() error) error {
+		if existing > 0 && table != "" {
+			var filled bool
+			if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+`)`).Scan(&filled); err != nil {
+				return err
+			}
+			if filled {
+				log.Printf("%-22s already filled, kept", what)
+				return nil
+			}
+		}
 		t := time.Now()
 		if err := fn(); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -163,7 +176,31 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 		log.Printf("%-22s %10d rows in %8s (%.0f rows/s)", what, rows, d.Round(time.Millisecond), float64(rows)/d.Seconds())
 		return nil
 	}
-	if err := step("merchants", sz.merchants-1, func() error {
+	if existing > 0 {
+		// The generated year ends where the first run's did.
+		if err := db.QueryRowContext(ctx, `SELECT MIN(created_at) FROM invoices`).Scan(&start); err != nil {
+			return err
+		}
+		start = start.UTC()
+		now = start.Add(year)
+	} else {
+		// Merchant 1: a real one, for the load program.
+		creds, err := invoice.NewCredentials(secretKey)
+		if err != nil {
+			return err
+		}
+		first, err := invoice.CreateMerchant(ctx, st, creds, invoice.MerchantRules{}, invoice.MerchantParams{
+			Name: "scalegen busy merchant", WebhookURL: "https://merchant.example/webhooks",
+			SettlementAddress: common.HexToAddress("0x00000000000000000000000000000000000000aa"),
+		})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyfile, []byte(first.APIKey+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := step("merchants", "merchants WHERE id > 1", sz.merchants-1, func() error {
 		return copyRows(ctx, db, "merchants", []string{"name", "api_key_digest", "api_key_hash", "api_key_prefix",
 			"webhook_url", "webhook_secret_ciphertext", "settlement_address", "created_at", "updated_at"},
 			sz.merchants-1, func(i int) []any {
@@ -177,7 +214,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 
 	// Invoices: evenly over the year, oldest first (ids grow with time).
 	span := float64(year) / float64(sz.invoices)
-	if err := step("invoices", sz.invoices, func() error {
+	if err := step("invoices", "invoices", sz.invoices, func() error {
 		return copyRows(ctx, db, "invoices", []string{"id", "merchant_id", "status", "amount_wei", "paid_wei",
 			"chain_id", "deposit_address", "derivation_index", "payment_uri", "order_id", "description",
 			"lookup_token_hash", "expires_at", "paid_at", "confirmed_at", "settled_at", "created_at", "updated_at",
@@ -230,7 +267,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	poolAddr := func(r *rand.Rand) []byte {
 		return hash("addr", int(math.Floor(math.Pow(r.Float64(), 3)*float64(pool))))[:20]
 	}
-	if err := step("transactions", sz.txs, func() error {
+	if err := step("transactions", "transactions", sz.txs, func() error {
 		return copyRows(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
 			"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
 			"max_priority_fee_wei", "input"}, sz.txs, func(i int) []any {
@@ -251,7 +288,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	// Events and their deliveries: most delivered, a few failed, a few
 	// pending (a backlog retrying, due within the day).
 	evSpan := float64(year) / float64(sz.events)
-	if err := step("events", sz.events, func() error {
+	if err := step("events", "events", sz.events, func() error {
 		return copyRows(ctx, db, "events", []string{"id", "type", "merchant_id", "invoice_id", "data",
 			"created_at", "dispatched_at"}, sz.events, func(i int) []any {
 			id := i + 1
@@ -266,7 +303,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if _, err := db.ExecContext(ctx, `SELECT setval('events_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
-	if err := step("webhook_deliveries", sz.events, func() error {
+	if err := step("webhook_deliveries", "webhook_deliveries", sz.events, func() error {
 		return copyRows(ctx, db, "webhook_deliveries", []string{"id", "event_id", "merchant_id", "invoice_id",
 			"event_type", "status", "delivered", "response_status", "attempt", "last_attempt_at",
 			"next_attempt_at", "last_error", "created_at", "updated_at"}, sz.events, func(i int) []any {
@@ -291,7 +328,10 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string) 
 	if _, err := db.ExecContext(ctx, `SELECT setval('webhook_deliveries_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
-	if err := step("ANALYZE", 0, func() error {
+	if err := step("sweep_txs", "", 0, func() error { return fillSweeps(ctx, db) }); err != nil {
+		return err
+	}
+	if err := step("ANALYZE", "", 0, func() error {
 		_, err := db.ExecContext(ctx, `ANALYZE`)
 		return err
 	}); err != nil {
@@ -383,6 +423,62 @@ func copyRows(ctx context.Context, db *sql.DB, table string, cols []string, n in
 		if err := tx.Commit(); err != nil {
 			return err
 		}
+		if done := min(from+chunk, n); done%1_000_000 == 0 || done == n {
+			log.Printf("  %s: %d / %d rows", table, done, n)
+		}
+	}
+	return nil
+}
+
+// runSweeps adds the sweep history to a database generated before the
+// generator wrote it.
+func runSweeps(ctx context.Context, dbURL string) error {
+	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t := time.Now()
+	if err := fillSweeps(ctx, st.DB().DB); err != nil {
+		return err
+	}
+	if _, err := st.DB().ExecContext(ctx, `ANALYZE sweep_txs`); err != nil {
+		return err
+	}
+	log.Printf("sweep_txs filled in %s", time.Since(t).Round(time.Second))
+	return nil
+}
+
+// fillSweeps writes the sweep history of a year: one MINED sweep
+// transaction per SETTLED invoice (deposit address → settlement address,
+// nonce 0), by id ranges of 1 M invoices, one transaction each. Funding
+// transactions are left out (a sweep of a native-coin invoice pays its own
+// gas). It starts after the last invoice that has a sweep row, so it can
+// run again after an interruption.
+func fillSweeps(ctx context.Context, db *sql.DB) error {
+	var lo, hi int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(invoice_id), 0) + 1, (SELECT COALESCE(MAX(id), 0) FROM invoices)
+		FROM sweep_txs`).Scan(&lo, &hi); err != nil {
+		return err
+	}
+	const chunk = 1_000_000
+	total := int64(0)
+	for from := lo; from <= hi; from += chunk {
+		res, err := db.ExecContext(ctx, `INSERT INTO sweep_txs (invoice_id, kind, from_address, to_address, nonce,
+				value_wei, gas_limit, max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status, block_number,
+				gas_used, fee_wei, created_at, updated_at, sent_at, mined_at, sent_block)
+			SELECT i.id, 'SWEEP', i.deposit_address, m.settlement_address, 0,
+				i.amount_wei - 630000000000000, 21000, 30000000000, 1000000000,
+				sha256('sweep'::bytea || int8send(i.id)), sha256('raw'::bytea || int8send(i.id)) || decode(repeat('00', 80), 'hex'),
+				'MINED', 1, 21000, 630000000000000, i.settled_at, i.settled_at, i.settled_at, i.settled_at, 1
+			FROM invoices i JOIN merchants m ON m.id = i.merchant_id
+			WHERE i.id >= $1 AND i.id < $2 AND i.status = 'SETTLED'`, from, from+chunk)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		log.Printf("  sweep_txs: invoices up to %d of %d, %d rows", min(from+chunk-1, hi), hi, total)
 	}
 	return nil
 }
