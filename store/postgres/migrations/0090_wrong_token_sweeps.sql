@@ -7,5 +7,5 @@
 --
 -- A nullable column with no default is a catalogue change (no rewrite);
 -- lock_timeout keeps it from queueing writers behind a long transaction.
-SET LOCAL lock_timeout = '1s';
+SET LOCAL lock_timeout = '3s';
 ALTER TABLE sweep_txs ADD COLUMN wrong_token BYTEA;
