@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,96 @@ func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.Idempoten
 	_, err := s.execPrepared(ctx, q, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status,
 		rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
 	return err
+}
+
+// CreateIdempotencyRecords implements store.IdempotencyStore: one INSERT …
+// ON CONFLICT DO NOTHING RETURNING on PostgreSQL (prepared per record count
+// up to preparedRows; outside a transaction, IN_FLIGHT records commit
+// asynchronously as in CreateIdempotencyRecord), one INSERT per record in
+// one transaction on SQLite (in process, where a statement costs no round
+// trip).
+func (s *Store) CreateIdempotencyRecords(ctx context.Context, recs []store.IdempotencyRecord) ([]bool, error) {
+	created := make([]bool, len(recs))
+	at := make(map[idempotencyID]int, len(recs))
+	for i, rec := range recs {
+		id := idempotencyID{rec.MerchantID, rec.Key}
+		if _, dup := at[id]; dup {
+			return nil, fmt.Errorf("create idempotency records: key %q of merchant %d appears twice", rec.Key, rec.MerchantID)
+		}
+		at[id] = i
+	}
+	if len(recs) == 0 {
+		return created, nil
+	}
+	if s.d.Name != "postgres" {
+		err := s.withTx(ctx, func(t *Store) error {
+			for i, rec := range recs {
+				err := t.CreateIdempotencyRecord(ctx, rec)
+				if err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+				created[i] = err == nil
+			}
+			return nil
+		})
+		return created, err
+	}
+	for len(recs) > 0 {
+		chunk := recs[:min(len(recs), insertChunk)]
+		recs = recs[len(chunk):]
+		if err := s.insertRecordsPG(ctx, chunk, at, created); err != nil {
+			return nil, err
+		}
+	}
+	return created, nil
+}
+
+// idempotencyID is an idempotency record's primary key.
+type idempotencyID struct {
+	merchantID int64
+	key        string
+}
+
+// insertRecordsPG inserts recs, marking in created (by at, the position of
+// each key) the ones inserted.
+func (s *Store) insertRecordsPG(ctx context.Context, recs []store.IdempotencyRecord, at map[idempotencyID]int, created []bool) error {
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rows := make([]string, len(recs))
+	args := make([]any, 0, 10*len(recs))
+	async := s.tx == nil
+	for i, rec := range recs {
+		rows[i] = row
+		args = append(args, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status, rec.ResponseStatus,
+			rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
+		async = async && rec.Status == store.IdempotencyInFlight
+	}
+	q := `INSERT INTO idempotency_keys (` + idempotencyColumns + `) VALUES ` + strings.Join(rows, ", ") +
+		` ON CONFLICT (merchant_id, key) DO NOTHING RETURNING merchant_id, key`
+	if async {
+		q += `, set_config('synchronous_commit', 'off', true) AS async`
+	}
+	var got []struct {
+		MerchantID int64          `db:"merchant_id"`
+		Key        string         `db:"key"`
+		Async      sql.NullString `db:"async"`
+	}
+	var err error
+	if len(recs) <= preparedRows {
+		err = s.selPrepared(ctx, &got, q, args...)
+	} else {
+		err = s.sel(ctx, &got, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range got {
+		i, ok := at[idempotencyID{r.MerchantID, r.Key}]
+		if !ok {
+			return fmt.Errorf("create idempotency records: unexpected key %q of merchant %d returned", r.Key, r.MerchantID)
+		}
+		created[i] = true
+	}
+	return nil
 }
 
 // GetIdempotencyRecord implements store.IdempotencyStore.
