@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	pool := fs.Int("pool", 8, "PostgreSQL connection pool size of the API")
 	params := fs.String("params", "", "extra connection parameters for the API's pool, e.g. binary_parameters=yes")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile (warm-up and measured phase) to this file")
 	durable := fs.Bool("durable", false, "without -db: run the private server with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on)")
 	batch := fs.Int("batch", 0, "the API's CreateBatchSize (0: its default; 1: no group commit)")
 	if err := fs.Parse(args); err != nil {
@@ -174,6 +175,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		if err := writeAllocs(*memProfile); err != nil {
+			return err
+		}
 	}
 	slices.Sort(res.latencies)
 	n := len(res.latencies)
@@ -377,6 +383,19 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // mallocs is the number of heap allocations this process has made.
