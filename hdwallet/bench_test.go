@@ -101,3 +101,19 @@ func BenchmarkWalletPrivateKey(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 }
+
+// BenchmarkDeriverAddresses16 is Deriver.Addresses in runs of 16 (the
+// invoice API's address cache), per address.
+func BenchmarkDeriverAddresses16(b *testing.B) {
+	d := junkWallet(b).Deriver()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var i uint32
+	for b.Loop() {
+		if _, err := d.Addresses(i%(HardenedOffset-16), 16); err != nil {
+			b.Fatal(err)
+		}
+		i += 16
+	}
+	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "addr/s")
+}

@@ -68,8 +68,18 @@ func newDeriver(k *ExtendedKey) (*Deriver, error) {
 // the index has no valid key and the error wraps ErrInvalidChild: skip to the
 // next index.
 func (d *Deriver) Address(index uint32) (common.Address, error) {
+	var child secp256k1.JacobianPoint
+	if err := d.child(index, &child); err != nil {
+		return common.Address{}, err
+	}
+	child.ToAffine()
+	return affineAddress(&child), nil
+}
+
+// child sets p to the public key of index, in Jacobian coordinates.
+func (d *Deriver) child(index uint32, p *secp256k1.JacobianPoint) error {
 	if index > MaxIndex {
-		return common.Address{}, fmt.Errorf("%w: %d", ErrIndexOutOfRange, index)
+		return fmt.Errorf("%w: %d", ErrIndexOutOfRange, index)
 	}
 	// I = HMAC-SHA512(c, serP(K) || ser32(i)); Ki = IL·G + K.
 	var data [37]byte
@@ -82,16 +92,61 @@ func (d *Deriver) Address(index uint32) (common.Address, error) {
 
 	var il secp256k1.ModNScalar
 	if overflow := il.SetByteSlice(sum[:32]); overflow {
-		return common.Address{}, fmt.Errorf("%w: index %d", ErrInvalidChild, index)
+		return fmt.Errorf("%w: index %d", ErrInvalidChild, index)
 	}
-	var tweak, child secp256k1.JacobianPoint
+	var tweak secp256k1.JacobianPoint
 	secp256k1.ScalarBaseMultNonConst(&il, &tweak)
-	secp256k1.AddNonConst(&tweak, &d.point, &child)
-	if child.Z.IsZero() || (child.X.IsZero() && child.Y.IsZero()) {
-		return common.Address{}, fmt.Errorf("%w: index %d", ErrInvalidChild, index)
+	secp256k1.AddNonConst(&tweak, &d.point, p)
+	if p.Z.IsZero() || (p.X.IsZero() && p.Y.IsZero()) {
+		return fmt.Errorf("%w: index %d", ErrInvalidChild, index)
 	}
-	child.ToAffine()
-	return affineAddress(&child), nil
+	return nil
+}
+
+// Addresses returns the addresses of the n indexes from first on:
+// addrs[i] is what Address(first+i) returns. It shares one field inversion
+// among them (Montgomery's trick), the part of Address that turns the key
+// into affine coordinates, so that each address costs about a quarter less.
+// An index with no valid key (ErrInvalidChild, see Address) has the zero
+// address in addrs: ask Address for it. The indexes must lie in
+// [0, 2^31) (ErrIndexOutOfRange otherwise).
+func (d *Deriver) Addresses(first uint32, n int) ([]common.Address, error) {
+	if n < 0 || uint64(first)+uint64(n) > uint64(MaxIndex)+1 {
+		return nil, fmt.Errorf("%w: %d indexes from %d", ErrIndexOutOfRange, n, first)
+	}
+	pts := make([]secp256k1.JacobianPoint, n)
+	valid := make([]bool, n)
+	// before[i] is the product of the Z of the valid points before i.
+	before := make([]secp256k1.FieldVal, n)
+	var acc secp256k1.FieldVal
+	acc.SetInt(1)
+	for i := range pts {
+		if d.child(first+uint32(i), &pts[i]) != nil {
+			continue
+		}
+		valid[i] = true
+		before[i].Set(&acc)
+		acc.Mul(&pts[i].Z)
+	}
+	acc.Inverse() // 1 / the product of every valid Z
+	addrs := make([]common.Address, n)
+	for i := n - 1; i >= 0; i-- {
+		if !valid[i] {
+			continue
+		}
+		p := &pts[i]
+		var zInv, zInv2 secp256k1.FieldVal
+		zInv.Mul2(&acc, &before[i]) // 1 / Z
+		acc.Mul(&p.Z)               // 1 / the product of the Z before i
+		zInv2.SquareVal(&zInv)
+		p.X.Mul(&zInv2)
+		p.Y.Mul(zInv2.Mul(&zInv))
+		p.Z.SetInt(1)
+		p.X.Normalize()
+		p.Y.Normalize()
+		addrs[i] = affineAddress(p)
+	}
+	return addrs, nil
 }
 
 // affineAddress is Keccak-256(X || Y)[12:] of a normalised affine point.

@@ -266,3 +266,28 @@ func TestWallet_DeriverAccountKeyIsPublicAccountNode(t *testing.T) {
 	require.Equal(t, "[REDACTED]", m.String())
 	require.Equal(t, "hdwallet.Mnemonic{[REDACTED]}", m.GoString())
 }
+
+func TestDeriver_AddressesAreTheAddressesOfTheRange(t *testing.T) {
+	t.Parallel()
+	d := junkWallet(t).Deriver()
+	for _, r := range []struct {
+		first uint32
+		n     int
+	}{{0, 0}, {0, 1}, {0, 300}, {1 << 20, 17}, {MaxIndex - 5, 6}} {
+		addrs, err := d.Addresses(r.first, r.n)
+		require.NoError(t, err)
+		require.Len(t, addrs, r.n)
+		for i, got := range addrs {
+			want, err := d.Address(r.first + uint32(i))
+			require.NoError(t, err)
+			require.Equal(t, want, got, "index %d", r.first+uint32(i))
+		}
+	}
+	for _, r := range []struct {
+		first uint32
+		n     int
+	}{{MaxIndex, 2}, {HardenedOffset, 1}, {0, -1}} {
+		_, err := d.Addresses(r.first, r.n)
+		require.ErrorIs(t, err, ErrIndexOutOfRange, "%d indexes from %d", r.n, r.first)
+	}
+}

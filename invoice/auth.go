@@ -47,8 +47,9 @@ func (c AuthConfig) validate() error {
 
 // Authenticator checks `Authorization: Bearer <api_key>` headers.
 //
-// Each request costs one HMAC-SHA256 of the key and one indexed lookup of
-// the merchant by that digest. The Argon2id hash stored beside the digest is
+// Each request costs one HMAC-SHA256 of the key and an indexed lookup of
+// the merchant by that digest, which concurrent requests with the same key
+// share when it starts after all of them arrived (merchantLookups). The Argon2id hash stored beside the digest is
 // verified once per key per process (concurrent first requests share one
 // verification) and the result is cached by digest together with the hash
 // it matched. Because the merchant row is read on every request, a rotated
@@ -59,6 +60,8 @@ type Authenticator struct {
 	creds *Credentials
 	cfg   AuthConfig
 	sem   chan struct{}
+
+	lookups *merchantLookups
 
 	mu       sync.Mutex
 	verified map[[32]byte]string  // digest → Argon2id hash it matched
@@ -84,7 +87,7 @@ func NewAuthenticator(st MerchantReader, creds *Credentials, cfg AuthConfig) (*A
 		return nil, errors.New("invoice: NewAuthenticator needs a store and credentials")
 	}
 	return &Authenticator{
-		st: st, creds: creds, cfg: cfg,
+		st: st, creds: creds, cfg: cfg, lookups: newMerchantLookups(st),
 		sem:      make(chan struct{}, cfg.MaxConcurrentHashes),
 		verified: make(map[[32]byte]string),
 		flights:  make(map[[32]byte]*flight),
@@ -108,7 +111,7 @@ func (a *Authenticator) AuthenticateKey(ctx context.Context, key string) (store.
 		return store.Merchant{}, ErrUnauthorized
 	}
 	digest := a.creds.APIKeyDigest(key)
-	m, err := a.st.GetMerchantByAPIKeyDigest(ctx, digest)
+	m, err := a.lookups.get(ctx, [32]byte(digest))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Merchant{}, ErrUnauthorized
 	}

@@ -3,8 +3,6 @@ package invoice
 import (
 	"context"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/evmpay/evmpay/store"
@@ -53,8 +51,7 @@ type createJob struct {
 	token     string // the lookup token, shown once
 	tokenHash []byte
 
-	taken bool              // in a batch; guarded by batcher.mu
-	done  chan createResult // buffered: the committer never blocks on it
+	done chan createResult // buffered: the committer never blocks on it
 }
 
 type createResult struct {
@@ -64,68 +61,25 @@ type createResult struct {
 
 // batcher queues createJobs for the committer goroutine.
 type batcher struct {
-	s   *Service
-	max int
-
-	mu      sync.Mutex
-	queue   []*createJob
-	running bool // a committer goroutine is running
+	s *Service
+	q groupQueue[*createJob]
 
 	// hook, when set (tests), runs in the committer with each batch's
 	// size before its transaction.
 	hook func(size int)
 }
 
-// submit queues j and starts a committer if none is running.
-func (b *batcher) submit(j *createJob) {
-	b.mu.Lock()
-	b.queue = append(b.queue, j)
-	start := !b.running
-	b.running = true
-	b.mu.Unlock()
-	if start {
-		go b.run()
-	}
+func newBatcher(s *Service, max int) *batcher {
+	b := &batcher{s: s}
+	b.q = groupQueue[*createJob]{max: max, commit: b.commit}
+	return b
 }
+
+// submit queues j and starts a committer if none is running.
+func (b *batcher) submit(j *createJob) { b.q.submit(j) }
 
 // withdraw takes j off the queue, unless a batch has taken it already.
-func (b *batcher) withdraw(j *createJob) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if j.taken {
-		return false
-	}
-	if i := slices.Index(b.queue, j); i >= 0 {
-		b.queue = slices.Delete(b.queue, i, i+1)
-	}
-	return true
-}
-
-// next takes the next batch off the queue; nil (and the committer stops)
-// when the queue is empty.
-func (b *batcher) next() []*createJob {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := min(len(b.queue), b.max)
-	if n == 0 {
-		b.running = false
-		b.queue = nil
-		return nil
-	}
-	batch := slices.Clone(b.queue[:n])
-	b.queue = slices.Delete(b.queue, 0, n)
-	for _, j := range batch {
-		j.taken = true
-	}
-	return batch
-}
-
-// run is the committer: it writes batches until the queue is empty.
-func (b *batcher) run() {
-	for batch := b.next(); batch != nil; batch = b.next() {
-		b.commit(batch)
-	}
-}
+func (b *batcher) withdraw(j *createJob) bool { return b.q.withdraw(j) }
 
 // commit writes one batch and answers its requests.
 func (b *batcher) commit(batch []*createJob) {
@@ -152,10 +106,6 @@ func (b *batcher) commit(batch []*createJob) {
 	}
 }
 
-// queued reports how many creations wait for the committer, and whether
+// state reports how many creations wait for the committer, and whether
 // one is running (for tests).
-func (b *batcher) state() (queued int, running bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue), b.running
-}
+func (b *batcher) state() (queued int, running bool) { return b.q.state() }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,18 +44,17 @@ type invoiceView struct {
 // asset and amounts) with the view's members. Without it the embedded
 // record's MarshalJSON would be promoted and drop them.
 func (v invoiceView) MarshalJSON() ([]byte, error) {
-	return joinObjects(invoiceJSON(v.Invoice), struct {
+	inv, err := store.MarshalInvoiceJSON(v.Invoice)
+	if err != nil {
+		return nil, err
+	}
+	return joinJSON(inv, struct {
 		QRPNGURL    string `json:"qr_png_url"`
 		QRSVGURL    string `json:"qr_svg_url"`
 		LookupToken string `json:"lookup_token,omitempty"`
 		CheckoutURL string `json:"checkout_url,omitempty"`
 	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken, v.CheckoutURL})
 }
-
-// invoiceJSON marshals with store.MarshalInvoiceJSON.
-type invoiceJSON store.Invoice
-
-func (i invoiceJSON) MarshalJSON() ([]byte, error) { return store.MarshalInvoiceJSON(store.Invoice(i)) }
 
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
@@ -94,8 +92,9 @@ const maxClaimAttempts = 4
 
 // createInvoice runs an idempotent invoice creation for merchant m.
 //
-// Protocol: an IN_FLIGHT record for (merchant, key) is committed first, so
-// that a concurrent request with the key finds it (409). Then one
+// Protocol: an IN_FLIGHT record for (merchant, key) is committed first
+// (with those of concurrent requests: keys.go), so that a concurrent
+// request with the key finds it (409). Then one
 // transaction takes the next derivation index, inserts the invoice, and
 // completes the record with the sealed response, only if the record is
 // still held under this request's lease; the requests of this process
@@ -111,7 +110,7 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 	}
 	owned := false
 	for attempt := 0; attempt < maxClaimAttempts && !owned; attempt++ {
-		err := s.st.CreateIdempotencyRecord(ctx, rec)
+		err := s.keys.create(ctx, rec)
 		if err == nil {
 			owned = true
 			break
@@ -231,7 +230,7 @@ func (s *Service) completion(j *createJob, inv *store.Invoice) ([]byte, store.Id
 	v := s.view(*inv)
 	v.LookupToken = j.token
 	v.CheckoutURL = s.cfg.CheckoutURL + "#" + j.token
-	body, err := json.Marshal(v)
+	body, err := v.MarshalJSON() // what json.Marshal(v) writes, without compacting it again
 	if err != nil {
 		return nil, store.IdempotencyRecord{}, err
 	}

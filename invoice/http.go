@@ -464,6 +464,12 @@ func joinObjects(a, b any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return joinJSON(ja, b)
+}
+
+// joinJSON is joinObjects for an a already marshalled (compact, as
+// json.Marshal writes it).
+func joinJSON(ja []byte, b any) ([]byte, error) {
 	jb, err := json.Marshal(b)
 	if err != nil {
 		return nil, err

@@ -206,6 +206,7 @@ type Service struct {
 	assets  *assetSet
 	addrs   *addrCache
 	batcher *batcher
+	keys    *keyClaimer
 	log     *slog.Logger
 	openapi []byte
 }
@@ -237,7 +238,8 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	}
 	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg, assets: assets,
 		auth: auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
-	s.batcher = &batcher{s: s, max: cfg.CreateBatchSize}
+	s.batcher = newBatcher(s, cfg.CreateBatchSize)
+	s.keys = newKeyClaimer(st, cfg.CreateBatchSize, cfg.IdempotencyLease)
 	return s, nil
 }
 

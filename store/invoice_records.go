@@ -160,9 +160,8 @@ func (inv *Invoice) TokenAmounts() *TokenAmounts {
 // name order, which JSON does not make significant).
 func MarshalInvoiceJSON(inv Invoice) ([]byte, error) {
 	ta := inv.TokenAmounts()
-	b, err := json.Marshal(inv)
-	if err != nil || ta == nil {
-		return b, err
+	if ta == nil {
+		return inv.MarshalJSON() // what json.Marshal(inv) writes, without compacting it again
 	}
 	type plain Invoice // no MarshalJSON to be promoted
 	return json.Marshal(struct {

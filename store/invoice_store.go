@@ -87,6 +87,12 @@ type IdempotencyStore interface {
 	// asynchronous commit): it only blocks the key, and the durable commit
 	// that completes it makes it durable first.
 	CreateIdempotencyRecord(ctx context.Context, rec IdempotencyRecord) error
+	// CreateIdempotencyRecords is CreateIdempotencyRecord for several
+	// records at once (one statement on PostgreSQL): it inserts every
+	// record whose merchant has not used its key and leaves the others
+	// alone; created[i] tells whether recs[i] was inserted. The records must
+	// name distinct (merchant, key) pairs.
+	CreateIdempotencyRecords(ctx context.Context, recs []IdempotencyRecord) (created []bool, err error)
 	GetIdempotencyRecord(ctx context.Context, merchantID int64, key string) (IdempotencyRecord, error)
 	// ClaimIdempotencyRecord replaces the IN_FLIGHT record of
 	// (rec.MerchantID, rec.Key) by rec when that record's lease

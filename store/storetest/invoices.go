@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func invoiceTests() []test {
 		{"Invoice_ReserveConcurrently_ContiguousAndDisjoint", testReserveIndexesConcurrent},
 		{"Invoice_CreateInvoices_AllOrNone", testCreateInvoices},
 		{"Idempotency_CompleteMany_OnlyUnderOwnLeases", testCompleteIdempotencyRecords},
+		{"Idempotency_CreateMany_OnlyUnusedKeys", testCreateIdempotencyRecords},
 	}
 }
 
@@ -738,4 +740,58 @@ func testCompleteIdempotencyRecords(t *testing.T, st store.Store) {
 	requireStatus("a", store.IdempotencyDone)
 	requireStatus("b", store.IdempotencyInFlight)
 	requireStatus("c", store.IdempotencyDone)
+}
+
+func testCreateIdempotencyRecords(t *testing.T, st store.Store) {
+	m, other := newMerchant(t, st), newMerchant(t, st)
+	created, err := st.CreateIdempotencyRecords(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, created)
+	lease := now().Add(time.Minute + 456*time.Nanosecond)
+	used := inFlight(m.ID, "used", lease)
+	require.NoError(t, st.CreateIdempotencyRecord(ctx, used))
+
+	// Enough records for a statement that is not kept prepared; the used
+	// key in the middle, and the same key of another merchant.
+	var recs []store.IdempotencyRecord
+	for i := 0; i < 70; i++ {
+		recs = append(recs, inFlight(m.ID, fmt.Sprintf("k-%d", i), lease))
+	}
+	mine := inFlight(m.ID, "used", lease.Add(time.Hour))
+	recs = slices.Insert(recs, 35, mine, inFlight(other.ID, "used", lease))
+	created, err = st.CreateIdempotencyRecords(ctx, recs)
+	require.NoError(t, err)
+	require.Len(t, created, len(recs))
+	for i, rec := range recs {
+		require.Equal(t, i != 35, created[i], "record %d (%s of merchant %d)", i, rec.Key, rec.MerchantID)
+		got, err := st.GetIdempotencyRecord(ctx, rec.MerchantID, rec.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.IdempotencyInFlight, got.Status)
+		if i == 35 {
+			require.Equal(t, used.RequestHash, got.RequestHash, "the stored record stays")
+			requireTime(t, used.LockedUntil.Truncate(time.Microsecond), got.LockedUntil)
+			continue
+		}
+		require.Equal(t, rec.RequestHash, got.RequestHash)
+		requireTime(t, rec.LockedUntil.Truncate(time.Microsecond), got.LockedUntil)
+	}
+	// Each one lease-exact: the records complete under their own leases.
+	done := recs[0]
+	done.Status = store.IdempotencyDone
+	require.NoError(t, st.CompleteIdempotencyRecord(ctx, done))
+
+	// Inside a transaction they roll back with it.
+	boom := errors.New("boom")
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		created, err := tx.CreateIdempotencyRecords(ctx, []store.IdempotencyRecord{inFlight(m.ID, "tx", lease), recs[1]})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, created)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = st.GetIdempotencyRecord(ctx, m.ID, "tx")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	_, err = st.CreateIdempotencyRecords(ctx, []store.IdempotencyRecord{inFlight(m.ID, "twice", lease), inFlight(m.ID, "twice", lease)})
+	require.Error(t, err, "one key twice in one call")
 }

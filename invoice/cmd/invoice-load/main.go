@@ -16,8 +16,11 @@
 // afterwards. Without -db (and without DATABASE_URL) it starts a private
 // throwaway server (initdb and pg_ctl in a temporary directory, on a free
 // loopback port, with pgtest's settings: fsync and synchronous_commit off,
-// or PostgreSQL's durable defaults with -durable) and stops it on exit; it
-// then also reports the server's CPU time per invoice.
+// or PostgreSQL's durable defaults with -durable) and stops it on exit.
+// When the server runs on this machine (a private one, or one from -db on
+// loopback, such as scripts/pg.sh starts) it also reports the server's CPU
+// time per invoice: that of its postmaster and all its children, so on a
+// server other clients use too it counts their work as well.
 //
 //	go run ./invoice/cmd/invoice-load -duration 10s
 //	go run ./invoice/cmd/invoice-load -durable -conns 16 -pool 16
@@ -72,6 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	pool := fs.Int("pool", 8, "PostgreSQL connection pool size of the API")
 	params := fs.String("params", "", "extra connection parameters for the API's pool, e.g. binary_parameters=yes")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile (warm-up and measured phase) to this file")
 	durable := fs.Bool("durable", false, "without -db: run the private server with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on)")
 	batch := fs.Int("batch", 0, "the API's CreateBatchSize (0: its default; 1: no group commit)")
 	if err := fs.Parse(args); err != nil {
@@ -120,6 +124,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
+	if pgPID == 0 {
+		pgPID = localPostmaster(ctx, st)
+	}
 
 	batches := &batchCounter{}
 	svc, err := newService(st, *batch, slog.New(batches))
@@ -158,16 +165,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	selfBefore, pgBefore := selfCPU(), pgCPU(pgPID)
+	selfBefore, pgBefore, mallocsBefore := selfCPU(), pgCPU(pgPID), mallocs()
 	batches.reset()
 	res, err := phase(ctx, client, target, merchant.APIKey, "run", *conns, *duration)
-	selfUsed, pgUsed := selfCPU()-selfBefore, pgCPU(pgPID)-pgBefore
+	selfUsed, pgUsed, allocs := selfCPU()-selfBefore, pgCPU(pgPID)-pgBefore, mallocs()-mallocsBefore
 	commits, created, largest := batches.get()
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		if err := writeAllocs(*memProfile); err != nil {
+			return err
+		}
 	}
 	slices.Sort(res.latencies)
 	n := len(res.latencies)
@@ -182,6 +194,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, ", %s in PostgreSQL", perInvoice(pgUsed))
 	}
 	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "allocations per invoice: %d in this process (API and load clients)\n", allocs/uint64(n))
 	if commits > 0 {
 		fmt.Fprintf(stdout, "group commit: %d transactions, %.1f invoices each on average, at most %d\n",
 			commits, float64(created)/float64(commits), largest)
@@ -370,6 +383,50 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// mallocs is the number of heap allocations this process has made.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+// localPostmaster is the process id of the postmaster serving st when it
+// runs on this machine (the parent of this session's backend), so that
+// its CPU time can be counted; 0 when it cannot be seen.
+func localPostmaster(ctx context.Context, st *postgres.Store) int {
+	var backend int
+	if err := st.DB().GetContext(ctx, &backend, `SELECT pg_backend_pid()`); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(backend), "stat"))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(string(f[1]))
+	return ppid
 }
 
 // pgCPU sums the CPU time of the postmaster and its children (the

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,96 @@ func (s *Store) CreateIdempotencyRecord(ctx context.Context, rec store.Idempoten
 	_, err := s.execPrepared(ctx, q, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status,
 		rec.ResponseStatus, rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
 	return err
+}
+
+// CreateIdempotencyRecords implements store.IdempotencyStore: one INSERT …
+// ON CONFLICT DO NOTHING RETURNING on PostgreSQL (prepared per record count
+// up to preparedRows; outside a transaction, IN_FLIGHT records commit
+// asynchronously as in CreateIdempotencyRecord), one INSERT per record in
+// one transaction on SQLite (in process, where a statement costs no round
+// trip).
+func (s *Store) CreateIdempotencyRecords(ctx context.Context, recs []store.IdempotencyRecord) ([]bool, error) {
+	created := make([]bool, len(recs))
+	at := make(map[idempotencyID]int, len(recs))
+	for i, rec := range recs {
+		id := idempotencyID{rec.MerchantID, rec.Key}
+		if _, dup := at[id]; dup {
+			return nil, fmt.Errorf("create idempotency records: key %q of merchant %d appears twice", rec.Key, rec.MerchantID)
+		}
+		at[id] = i
+	}
+	if len(recs) == 0 {
+		return created, nil
+	}
+	if s.d.Name != "postgres" {
+		err := s.withTx(ctx, func(t *Store) error {
+			for i, rec := range recs {
+				err := t.CreateIdempotencyRecord(ctx, rec)
+				if err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+				created[i] = err == nil
+			}
+			return nil
+		})
+		return created, err
+	}
+	for len(recs) > 0 {
+		chunk := recs[:min(len(recs), insertChunk)]
+		recs = recs[len(chunk):]
+		if err := s.insertRecordsPG(ctx, chunk, at, created); err != nil {
+			return nil, err
+		}
+	}
+	return created, nil
+}
+
+// idempotencyID is an idempotency record's primary key.
+type idempotencyID struct {
+	merchantID int64
+	key        string
+}
+
+// insertRecordsPG inserts recs, marking in created (by at, the position of
+// each key) the ones inserted.
+func (s *Store) insertRecordsPG(ctx context.Context, recs []store.IdempotencyRecord, at map[idempotencyID]int, created []bool) error {
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rows := make([]string, len(recs))
+	args := make([]any, 0, 10*len(recs))
+	async := s.tx == nil
+	for i, rec := range recs {
+		rows[i] = row
+		args = append(args, rec.MerchantID, rec.Key, rec.RequestHash, rec.Status, rec.ResponseStatus,
+			rec.ResponseBody, rec.InvoiceID, micro(rec.LockedUntil), rec.CreatedAt, rec.ExpiresAt)
+		async = async && rec.Status == store.IdempotencyInFlight
+	}
+	q := `INSERT INTO idempotency_keys (` + idempotencyColumns + `) VALUES ` + strings.Join(rows, ", ") +
+		` ON CONFLICT (merchant_id, key) DO NOTHING RETURNING merchant_id, key`
+	if async {
+		q += `, set_config('synchronous_commit', 'off', true) AS async`
+	}
+	var got []struct {
+		MerchantID int64          `db:"merchant_id"`
+		Key        string         `db:"key"`
+		Async      sql.NullString `db:"async"`
+	}
+	var err error
+	if len(recs) <= preparedRows {
+		err = s.selPrepared(ctx, &got, q, args...)
+	} else {
+		err = s.sel(ctx, &got, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range got {
+		i, ok := at[idempotencyID{r.MerchantID, r.Key}]
+		if !ok {
+			return fmt.Errorf("create idempotency records: unexpected key %q of merchant %d returned", r.Key, r.MerchantID)
+		}
+		created[i] = true
+	}
+	return nil
 }
 
 // GetIdempotencyRecord implements store.IdempotencyStore.
@@ -119,23 +210,31 @@ func (s *Store) CompleteIdempotencyRecords(ctx context.Context, recs []store.Ide
 
 func (s *Store) completeRecordsPG(ctx context.Context, recs []store.IdempotencyRecord) error {
 	// The first row types the VALUES columns; the others follow it.
-	const typed = `(?::bigint, ?::text, ?::timestamptz, ?::text, ?::integer, ?::bytea, ?::bigint)`
-	const plain = `(?, ?, ?, ?, ?, ?, ?)`
 	rows := make([]string, len(recs))
+	merchants := make([]string, len(recs))
+	keys := make([]string, len(recs))
 	args := make([]any, 0, 7*len(recs))
 	for i, rec := range recs {
-		rows[i] = plain
+		n := 7 * i
+		rows[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
 		if i == 0 {
-			rows[i] = typed
+			rows[i] = "($1::bigint, $2::text, $3::timestamptz, $4::text, $5::integer, $6::bytea, $7::bigint)"
 		}
+		merchants[i], keys[i] = fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2)
 		args = append(args, rec.MerchantID, rec.Key, micro(rec.LockedUntil), rec.Status, rec.ResponseStatus,
 			rec.ResponseBody, rec.InvoiceID)
 	}
+	// The join finds each record by its primary key. The ANY conditions
+	// (implied by the join) say so to the planner: without them, a plan
+	// made while the table was small (kept for the prepared statement)
+	// hashes the VALUES and scans the whole table, however large it grew.
 	q := `UPDATE idempotency_keys AS k SET status = v.status, response_status = v.response_status,
 			response_body = v.response_body, invoice_id = v.invoice_id
 		FROM (VALUES ` + strings.Join(rows, ", ") + `)
 			AS v (merchant_id, key, locked_until, status, response_status, response_body, invoice_id)
-		WHERE k.merchant_id = v.merchant_id AND k.key = v.key AND k.status = '` + store.IdempotencyInFlight + `'
+		WHERE k.merchant_id = ANY(ARRAY[` + strings.Join(merchants, ", ") + `]::bigint[])
+			AND k.key = ANY(ARRAY[` + strings.Join(keys, ", ") + `]::text[])
+			AND k.merchant_id = v.merchant_id AND k.key = v.key AND k.status = '` + store.IdempotencyInFlight + `'
 			AND k.locked_until = v.locked_until`
 	var (
 		res sql.Result
