@@ -210,31 +210,23 @@ func (s *Store) CompleteIdempotencyRecords(ctx context.Context, recs []store.Ide
 
 func (s *Store) completeRecordsPG(ctx context.Context, recs []store.IdempotencyRecord) error {
 	// The first row types the VALUES columns; the others follow it.
+	const typed = `(?::bigint, ?::text, ?::timestamptz, ?::text, ?::integer, ?::bytea, ?::bigint)`
+	const plain = `(?, ?, ?, ?, ?, ?, ?)`
 	rows := make([]string, len(recs))
-	merchants := make([]string, len(recs))
-	keys := make([]string, len(recs))
 	args := make([]any, 0, 7*len(recs))
 	for i, rec := range recs {
-		n := 7 * i
-		rows[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
+		rows[i] = plain
 		if i == 0 {
-			rows[i] = "($1::bigint, $2::text, $3::timestamptz, $4::text, $5::integer, $6::bytea, $7::bigint)"
+			rows[i] = typed
 		}
-		merchants[i], keys[i] = fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2)
 		args = append(args, rec.MerchantID, rec.Key, micro(rec.LockedUntil), rec.Status, rec.ResponseStatus,
 			rec.ResponseBody, rec.InvoiceID)
 	}
-	// The join finds each record by its primary key. The ANY conditions
-	// (implied by the join) say so to the planner: without them, a plan
-	// made while the table was small (kept for the prepared statement)
-	// hashes the VALUES and scans the whole table, however large it grew.
 	q := `UPDATE idempotency_keys AS k SET status = v.status, response_status = v.response_status,
 			response_body = v.response_body, invoice_id = v.invoice_id
 		FROM (VALUES ` + strings.Join(rows, ", ") + `)
 			AS v (merchant_id, key, locked_until, status, response_status, response_body, invoice_id)
-		WHERE k.merchant_id = ANY(ARRAY[` + strings.Join(merchants, ", ") + `]::bigint[])
-			AND k.key = ANY(ARRAY[` + strings.Join(keys, ", ") + `]::text[])
-			AND k.merchant_id = v.merchant_id AND k.key = v.key AND k.status = '` + store.IdempotencyInFlight + `'
+		WHERE k.merchant_id = v.merchant_id AND k.key = v.key AND k.status = '` + store.IdempotencyInFlight + `'
 			AND k.locked_until = v.locked_until`
 	var (
 		res sql.Result
