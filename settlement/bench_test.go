@@ -39,11 +39,15 @@ var benchPending = []int{10_000, 100_000, 1_000_000}
 //	go test -run '^$' -bench BenchmarkBlock -benchtime 200x -timeout 30m ./settlement
 func BenchmarkBlock(b *testing.B) {
 	for _, pending := range benchPending {
-		var r *blockBench // seeded on the first call: b.Run calls the function for N=1, then for N
+		// Seeded on the first call (b.Run calls the function for N=1, then
+		// for N); the database lives as long as the parent benchmark.
+		var r *blockBench
+		parent := b
 		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
 			if r == nil {
-				r = newBlockBench(b, pending)
+				r = newBlockBench(b, pgtest.New(parent), pending)
 			}
+			r.f.t = b
 			r.run(b)
 		})
 	}
@@ -59,8 +63,7 @@ type blockBench struct {
 	next    int // the next pending invoice to pay
 }
 
-func newBlockBench(b *testing.B, pending int) *blockBench {
-	st := pgtest.New(b)
+func newBlockBench(b *testing.B, st *postgres.Store, pending int) *blockBench {
 	f := newFixture(b, st)
 	start := time.Now()
 	seedPending(b, st, f.merchant.ID, pending)
