@@ -143,7 +143,7 @@ func (s *Store) bulkInsert(ctx context.Context, table string, cols []string, row
 // GetBlock implements store.ChainStore.
 func (s *Store) GetBlock(ctx context.Context, number uint64) (store.Block, error) {
 	var b store.Block
-	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks WHERE number = ?`, number)
+	err := s.getPrepared(ctx, &b, `SELECT `+blockColumns+` FROM blocks WHERE number = ?`, number)
 	return b, err
 }
 
@@ -157,7 +157,7 @@ func (s *Store) GetBlockByHash(ctx context.Context, hash common.Hash) (store.Blo
 // LatestBlock implements store.ChainStore.
 func (s *Store) LatestBlock(ctx context.Context) (store.Block, error) {
 	var b store.Block
-	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks ORDER BY number DESC LIMIT 1`)
+	err := s.getPrepared(ctx, &b, `SELECT `+blockColumns+` FROM blocks ORDER BY number DESC LIMIT 1`)
 	return b, err
 }
 

@@ -9,7 +9,7 @@ import (
 // GetCursor implements store.CursorStore.
 func (s *Store) GetCursor(ctx context.Context, name string) (store.Cursor, error) {
 	var c store.Cursor
-	err := s.get(ctx, &c, `SELECT name, block_number, block_hash, updated_at FROM cursors WHERE name = ?`, name)
+	err := s.getPrepared(ctx, &c, `SELECT name, block_number, block_hash, updated_at FROM cursors WHERE name = ?`, name)
 	return c, err
 }
 

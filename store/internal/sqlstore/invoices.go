@@ -256,7 +256,7 @@ func (s *Store) UpdateInvoice(ctx context.Context, inv *store.Invoice) error {
 // ListExpiring implements store.InvoiceStore.
 func (s *Store) ListExpiring(ctx context.Context, now time.Time, n int) ([]store.Invoice, error) {
 	var invs []store.Invoice
-	err := s.sel(ctx, &invs, selectInvoice+` WHERE status = 'PENDING' AND expires_at <= ?
+	err := s.selPrepared(ctx, &invs, selectInvoice+` WHERE status = 'PENDING' AND expires_at <= ?
 		ORDER BY expires_at, id LIMIT ?`, now, limit(n, 100, 10000))
 	return invs, err
 }

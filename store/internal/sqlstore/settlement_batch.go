@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
+	"time"
 
 	"github.com/evmpay/evmpay/store"
 )
@@ -45,40 +44,29 @@ func (s *Store) InsertEvents(ctx context.Context, evs []store.Event) error {
 	return s.withTx(ctx, func(t *Store) error { return t.bulkInsert(ctx, "events", eventInsertColumns, rows) })
 }
 
-// stateColumns are the invoice columns settlement writes, with their
-// PostgreSQL types (for the VALUES list of the bulk update).
-var stateColumns = []struct{ name, pgType string }{
-	{"status", "text"}, {"paid_wei", "numeric"}, {"underpaid", "boolean"}, {"overpaid", "boolean"},
-	{"paid_late", "boolean"}, {"needs_attention", "boolean"}, {"paid_at", "timestamptz"},
-	{"confirmed_at", "timestamptz"}, {"sweep_status", "text"}, {"updated_at", "timestamptz"},
-}
+// stateColumns are the invoice columns settlement writes, in the order of
+// stateValues.
+var stateColumns = []string{"status", "paid_wei", "underpaid", "overpaid", "paid_late", "needs_attention",
+	"paid_at", "confirmed_at", "sweep_status", "updated_at"}
 
 func stateValues(inv *store.Invoice) []any {
 	return []any{inv.Status, inv.PaidWei, inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention,
 		inv.PaidAt, inv.ConfirmedAt, inv.SweepStatus, inv.UpdatedAt}
 }
 
-// UpdateInvoiceStates implements store.SettlementStore: one
-// UPDATE … FROM (VALUES …) on PostgreSQL, one UPDATE per invoice on SQLite
-// (in process, where a statement costs no round trip).
+// UpdateInvoiceStates implements store.SettlementStore: on PostgreSQL one
+// prepared UPDATE … FROM unnest(…) of one array per column (a text that
+// never varies, so it is parsed and planned once per connection), one
+// UPDATE per invoice on SQLite (in process, where a statement costs no
+// round trip). Every row is fenced by its version.
 func (s *Store) UpdateInvoiceStates(ctx context.Context, invs []*store.Invoice) error {
 	if len(invs) == 0 {
 		return nil
 	}
-	var sets []string
-	for _, c := range stateColumns {
-		sets = append(sets, fmt.Sprintf("%s = v.%s", c.name, c.name))
-	}
-	if s.d.Name != "postgres" {
+	if s.d.Array == nil {
 		return s.withTx(ctx, func(t *Store) error {
-			var one []string
-			for _, c := range stateColumns {
-				one = append(one, c.name+" = ?")
-			}
-			q := `UPDATE invoices SET ` + strings.Join(one, ", ") + `, version = version + 1
-				WHERE id = ? AND version = ?`
 			for _, inv := range invs {
-				res, err := t.exec(ctx, q, append(stateValues(inv), inv.ID, inv.Version)...)
+				res, err := t.exec(ctx, updateStateSQLite, append(stateValues(inv), inv.ID, inv.Version)...)
 				if err != nil {
 					return err
 				}
@@ -92,61 +80,59 @@ func (s *Store) UpdateInvoiceStates(ctx context.Context, invs []*store.Invoice) 
 			return nil
 		})
 	}
-	for len(invs) > 0 {
-		// PostgreSQL takes at most 65535 parameters a statement.
-		chunk := invs[:min(len(invs), 1000)]
-		invs = invs[len(chunk):]
-		if err := s.updateStatesPG(ctx, chunk, sets); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) updateStatesPG(ctx context.Context, invs []*store.Invoice, sets []string) error {
+	n := len(invs)
 	var (
-		rows  []string
-		args  []any
-		names = []string{"id", "version"}
+		ids, versions                        = make([]int64, n), make([]int64, n)
+		statuses, sweepStatuses              = make([]string, n), make([]string, n)
+		paid                                 = make([]store.Amount, n)
+		underpaid, overpaid, late, attention = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+		paidAt, confirmedAt                  = make([]*time.Time, n), make([]*time.Time, n)
+		updatedAt                            = make([]time.Time, n)
 	)
-	for _, c := range stateColumns {
-		names = append(names, c.name)
-	}
 	for i, inv := range invs {
-		vals := append([]any{inv.ID, inv.Version}, stateValues(inv)...)
-		ph := make([]string, len(vals))
-		for j := range vals {
-			ph[j] = "?"
-			if i == 0 { // the first row types the columns
-				switch {
-				case j < 2:
-					ph[j] = "?::bigint"
-				default:
-					ph[j] = "?::" + stateColumns[j-2].pgType
-				}
-			}
-		}
-		rows = append(rows, "("+strings.Join(ph, ", ")+")")
-		args = append(args, vals...)
+		ids[i], versions[i], statuses[i], sweepStatuses[i] = inv.ID, inv.Version, inv.Status, inv.SweepStatus
+		paid[i], underpaid[i], overpaid[i], late[i], attention[i] = inv.PaidWei, inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention
+		paidAt[i], confirmedAt[i], updatedAt[i] = inv.PaidAt, inv.ConfirmedAt, inv.UpdatedAt
 	}
-	q := `UPDATE invoices AS i SET ` + strings.Join(sets, ", ") + `, version = i.version + 1
-		FROM (VALUES ` + strings.Join(rows, ", ") + `) AS v (` + strings.Join(names, ", ") + `)
-		WHERE i.id = v.id AND i.version = v.version`
-	// The text depends on the row count: rebound here, not cached.
-	res, err := s.q.ExecContext(ctx, sqlx.Rebind(s.d.BindType, q), args...)
-	if err != nil {
-		return s.wrap(err)
-	}
-	n, err := res.RowsAffected()
+	arr := s.d.Array
+	res, err := s.execPrepared(ctx, updateStatesPostgres, arr(ids), arr(versions), arr(statuses), arr(paid),
+		arr(underpaid), arr(overpaid), arr(late), arr(attention), arr(paidAt), arr(confirmedAt),
+		arr(sweepStatuses), arr(updatedAt), arr(ids))
 	if err != nil {
 		return err
 	}
-	if n != int64(len(invs)) {
-		return fmt.Errorf("%w: %d of %d invoices changed since they were read", store.ErrConflict, int64(len(invs))-n, len(invs))
+	done, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if done != int64(n) {
+		return fmt.Errorf("%w: %d of %d invoices changed since they were read", store.ErrConflict, int64(n)-done, n)
 	}
 	bumpVersions(invs)
 	return nil
 }
+
+// updateStateSQLite is UpdateInvoiceStates for one invoice.
+var updateStateSQLite = func() string {
+	var sets []string
+	for _, c := range stateColumns {
+		sets = append(sets, c+" = ?")
+	}
+	return `UPDATE invoices SET ` + strings.Join(sets, ", ") + `, version = version + 1 WHERE id = ? AND version = ?`
+}()
+
+// updateStatesPostgres is UpdateInvoiceStates on PostgreSQL. The ids come
+// twice: i.id = ANY(…) makes the planner find the rows through the primary
+// key even in a generic plan, which does not know how many there are.
+const updateStatesPostgres = `UPDATE invoices AS i SET status = v.status, paid_wei = v.paid_wei,
+		underpaid = v.underpaid, overpaid = v.overpaid, paid_late = v.paid_late,
+		needs_attention = v.needs_attention, paid_at = v.paid_at, confirmed_at = v.confirmed_at,
+		sweep_status = v.sweep_status, updated_at = v.updated_at, version = i.version + 1
+	FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::numeric[], ?::boolean[], ?::boolean[], ?::boolean[],
+		?::boolean[], ?::timestamptz[], ?::timestamptz[], ?::text[], ?::timestamptz[])
+		AS v (id, version, status, paid_wei, underpaid, overpaid, paid_late, needs_attention, paid_at,
+			confirmed_at, sweep_status, updated_at)
+	WHERE i.id = ANY(?::bigint[]) AND i.id = v.id AND i.version = v.version`
 
 func bumpVersions(invs []*store.Invoice) {
 	for _, inv := range invs {

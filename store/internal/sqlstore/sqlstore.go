@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -160,6 +161,29 @@ func (s *Store) selIn(ctx context.Context, dest any, q string, args ...any) erro
 	}
 	return s.wrap(sqlx.SelectContext(ctx, s.q, dest, sqlx.Rebind(s.d.BindType, eq), eargs...))
 }
+
+// selIDs is selIn for a query whose one "IN (?)" matches ids: on
+// PostgreSQL it runs as "= ANY(?)" with one array parameter through a
+// prepared statement (one text whatever the number of ids, parsed and
+// planned once per connection); elsewhere the list is expanded.
+func (s *Store) selIDs(ctx context.Context, dest any, q string, ids []int64) error {
+	if s.d.Array == nil {
+		return s.selIn(ctx, dest, q, ids)
+	}
+	return s.selPrepared(ctx, dest, anyIDs(q), s.d.Array(ids))
+}
+
+// anyIDs rewrites q's "IN (?)" to "= ANY(?::bigint[])", once per text.
+func anyIDs(q string) string {
+	if v, ok := anyIDsCache.Load(q); ok {
+		return v.(string)
+	}
+	r := strings.Replace(q, " IN (?)", " = ANY(?::bigint[])", 1)
+	anyIDsCache.Store(q, r)
+	return r
+}
+
+var anyIDsCache sync.Map // string → string
 
 func (s *Store) execIn(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	eq, eargs, err := sqlx.In(q, args...)
