@@ -359,3 +359,69 @@ func TestSettle_SweepGasFundingToDepositAddress_NotAPayment(t *testing.T) {
 		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(inv.ID))
 	})
 }
+
+// The confirmation pass reads only the payments of the blocks that reached
+// depth since the last complete pass, as Run does it round after round;
+// an invoice outside that argument (made PAID by another writer, with an
+// old payment) waits for the next full pass: every fullConfirmEvery-th, or
+// the first after the lock is taken (Sync).
+func TestSettle_ConfirmPass_IncrementalBetweenFullPasses(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		s := f.settler()
+		round := func() {
+			t.Helper()
+			require.NoError(t, s.sync(ctx, nil))
+		}
+		a, b := f.invoice(eth(1000)), f.invoice(eth(1000))
+		f.mineN(13)
+		round() // a full pass: every later one reads a block range
+		f.mine(pay(a.DepositAddress, eth(1000)))
+		round()
+		f.mine(pay(b.DepositAddress, eth(1000)))
+		for i := 0; i < 11; i++ {
+			f.mine()
+			round()
+		}
+		require.Equal(t, store.StatusConfirmed, f.get(a.ID).Status, "a's block reached depth")
+		require.Equal(t, store.StatusPaid, f.get(b.ID).Status, "11 confirmations")
+		f.mine()
+		round()
+		require.Equal(t, store.StatusConfirmed, f.get(b.ID).Status)
+
+		// Another writer makes an invoice PAID with a payment deep in the
+		// past: not in any block range the passes read.
+		paidBehind := func(inv store.Invoice, block uint64) {
+			t.Helper()
+			require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
+				p := store.Payment{InvoiceID: inv.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex,
+					BlockNumber: block, BlockHash: randHash(), From: randAddr(), AmountWei: eth(1000), CreatedAt: t0}
+				if err := tx.InsertPayments(ctx, []store.Payment{p}); err != nil {
+					return err
+				}
+				inv.Status, inv.PaidWei = store.StatusPaid, eth(1000)
+				return tx.UpdateInvoiceStates(ctx, []*store.Invoice{&inv})
+			}))
+		}
+		c := f.invoice(eth(1000))
+		paidBehind(c, 1)
+		passes := int(s.passes.Load() % fullConfirmEvery)
+		for i := passes + 1; i < fullConfirmEvery; i++ {
+			f.mine()
+			round()
+			require.Equal(t, store.StatusPaid, f.get(c.ID).Status, "incremental pass %d", i)
+		}
+		f.mine()
+		round()
+		require.Equal(t, store.StatusConfirmed, f.get(c.ID).Status, "the periodic full pass")
+
+		// And Sync, which takes the lock, starts with a full pass.
+		d := f.invoice(eth(1000))
+		paidBehind(d, 2)
+		f.mine()
+		round()
+		require.Equal(t, store.StatusPaid, f.get(d.ID).Status)
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(d.ID).Status)
+	})
+}

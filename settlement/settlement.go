@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -31,6 +32,7 @@ type Store interface {
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
 	ListSettledBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
 	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
+	ListConfirmableSince(ctx context.Context, after, maxBlock uint64, limit int) ([]int64, error)
 	ListExpiring(ctx context.Context, now time.Time, limit int) ([]store.Invoice, error)
 }
 
@@ -142,6 +144,11 @@ type Settler struct {
 	log      *slog.Logger
 	m        *metrics
 	gatherer prometheus.Gatherer
+
+	// confirmed is 1 + the maxBlock of the last confirmation pass that
+	// confirmed every candidate, 0 when unknown; passes counts passes.
+	// See confirmPass.
+	confirmed, passes atomic.Uint64
 }
 
 // New returns a Settler reading and writing st. It checks cfg and
@@ -210,6 +217,7 @@ func (s *Settler) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			s.log.InfoContext(ctx, "settlement: lock acquired")
+			s.confirmed.Store(0) // another process may have settled meanwhile
 			err = s.runLocked(ctx, lock)
 			_ = lock.Unlock()
 			if ctx.Err() != nil {
@@ -284,6 +292,7 @@ func (s *Settler) Sync(ctx context.Context) error {
 		return fmt.Errorf("settlement: %w", err)
 	}
 	defer lock.Unlock()
+	s.confirmed.Store(0)
 	return s.sync(ctx, lock.Lost())
 }
 

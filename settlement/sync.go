@@ -445,6 +445,7 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 			anc.BlockHash = b.Hash
 		}
 	}
+	s.confirmed.Store(0) // the revert recomputes invoices from older payments
 	now := s.cfg.Now().UTC()
 	anc.UpdatedAt = now
 	var (
@@ -513,28 +514,52 @@ func invoiceIDs(ps []store.Payment) []int64 {
 	return slices.Compact(ids)
 }
 
+// fullConfirmEvery: every so many passes, the confirmation pass reads
+// every PAID invoice even when the last pass found them all.
+const fullConfirmEvery = 64
+
 // confirmPass confirms the PAID invoices whose payments are all at least
-// Confirmations deep under head. It only reads candidates (PAID invoices
-// with no payment above head − Confirmations), one batch per transaction.
+// Confirmations deep under head, one batch per transaction.
+//
+// It reads every PAID invoice (ListConfirmable) only when it must. After a
+// pass at maxBlock m that confirmed every candidate, an invoice that is
+// confirmable at a later pass has its last counted payment above m: it
+// became PAID through a block settlement processed after that pass, and
+// such blocks are above the head of then, m + Confirmations. So the next
+// pass reads only the payments of blocks (m, maxBlock]
+// (ListConfirmableSince). What breaks the argument resets it: a revert
+// (it recomputes invoices from older payments), taking the lock (another
+// process may have settled meanwhile), a pass that failed or left a
+// candidate PAID; and every fullConfirmEvery-th pass is a full one anyway.
 func (s *Settler) confirmPass(ctx context.Context, head uint64) error {
 	conf := uint64(s.cfg.Confirmations)
 	if head < conf {
 		return nil
 	}
 	maxBlock := head - conf
+	list := func() ([]int64, error) { return s.st.ListConfirmable(ctx, maxBlock, s.cfg.BatchSize) }
+	if c := s.confirmed.Swap(0); c > 0 && c-1 <= maxBlock && s.passes.Add(1)%fullConfirmEvery != 0 {
+		after := c - 1
+		list = func() ([]int64, error) { return s.st.ListConfirmableSince(ctx, after, maxBlock, s.cfg.BatchSize) }
+	}
 	for {
-		ids, err := s.st.ListConfirmable(ctx, maxBlock, s.cfg.BatchSize)
+		ids, err := list()
 		if err != nil {
 			return fmt.Errorf("settlement: list confirmable invoices: %w", err)
 		}
 		if len(ids) == 0 {
+			s.confirmed.Store(maxBlock + 1)
 			return nil
 		}
 		done, err := s.batch(ctx, ids, "confirm", func(inv store.Invoice, ps []store.Payment, now time.Time) (store.Invoice, string) {
 			return applyConfirm(inv, ps, maxBlock, now)
 		})
-		if err != nil || done < len(ids) || len(ids) < s.cfg.BatchSize {
-			return err
+		if err != nil || done < len(ids) {
+			return err // the next pass reads every PAID invoice
+		}
+		if len(ids) < s.cfg.BatchSize {
+			s.confirmed.Store(maxBlock + 1)
+			return nil
 		}
 	}
 }

@@ -69,6 +69,12 @@ type SettlementStore interface {
 	// when the head reaches maxBlock + threshold. An indexed lookup of PAID invoices, never a
 	// scan of all invoices.
 	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
+	// ListConfirmableSince is ListConfirmable restricted to the invoices
+	// with a counted payment in a block in (after, maxBlock]: those that
+	// can have become confirmable since a pass at after found every other
+	// one. It reads the payments of that block range, not every PAID
+	// invoice.
+	ListConfirmableSince(ctx context.Context, after, maxBlock uint64, limit int) ([]int64, error)
 	// InsertSettledBlock records that settlement processed the block
 	// number with this hash. ErrConflict if number is already recorded.
 	InsertSettledBlock(ctx context.Context, number uint64, hash common.Hash) error

@@ -19,6 +19,7 @@ func settlementTests() []test {
 		{"Settlement_InvoiceTxsInBlock", testInvoiceTxsInBlock},
 		{"Settlement_InvoicesForUpdateAndPaymentsInBatch", testSettlementBatchReads},
 		{"Settlement_ListConfirmable", testListConfirmable},
+		{"Settlement_ListConfirmableSince", testListConfirmableSince},
 		{"Settlement_InsertPaymentsInBulk", testInsertPayments},
 		{"Settlement_UpdateInvoiceStates", testUpdateInvoiceStates},
 		{"Settlement_UpdateInvoiceStates_StaleVersionConflictsAndRollsBack", testUpdateInvoiceStatesConflict},
@@ -227,6 +228,43 @@ func testListConfirmable(t *testing.T, st store.Store) {
 	ids, err = st.ListConfirmable(ctx, 9, 100)
 	require.NoError(t, err)
 	require.Empty(t, ids)
+}
+
+func testListConfirmableSince(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	paid := func(blocks ...uint64) store.Invoice {
+		inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusPaid })
+		for _, b := range blocks {
+			newPayment(t, st, inv.ID, b, 1)
+		}
+		return inv
+	}
+	old := paid(10)         // confirmable, but before the range
+	inRange := paid(5, 15)  // its last payment in the range
+	twice := paid(12, 14)   // two payments in the range: listed once
+	shallow := paid(15, 21) // a payment above maxBlock
+	edge := paid(20)        // at maxBlock
+	lower := paid(11)       // just above after
+	pending := newInvoice(t, st, m.ID)
+	newPayment(t, st, pending.ID, 15, 1)
+
+	ids, err := st.ListConfirmableSince(ctx, 10, 20, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{inRange.ID, twice.ID, edge.ID, lower.ID}, ids)
+	require.NotContains(t, ids, old.ID)
+	require.NotContains(t, ids, shallow.ID)
+
+	ids, err = st.ListConfirmableSince(ctx, 10, 20, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{inRange.ID, twice.ID}, ids, "limit")
+
+	ids, err = st.ListConfirmableSince(ctx, 20, 20, 100)
+	require.NoError(t, err)
+	require.Empty(t, ids, "an empty range")
+
+	ids, err = st.ListConfirmableSince(ctx, 0, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{old.ID, inRange.ID, twice.ID, shallow.ID, edge.ID, lower.ID}, ids)
 }
 
 func testSettledBlocks(t *testing.T, st store.Store) {

@@ -235,6 +235,12 @@ func testConfirmableWrongAsset(t *testing.T, st store.Store) {
 	ids, err := st.ListConfirmable(ctx, 20, 100)
 	require.NoError(t, err)
 	require.Equal(t, []int64{inv.ID}, ids, "a later payment in the wrong asset does not hold back confirmation")
+	ids, err = st.ListConfirmableSince(ctx, 5, 20, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{inv.ID}, ids)
+	ids, err = st.ListConfirmableSince(ctx, 20, 40, 100)
+	require.NoError(t, err)
+	require.Empty(t, ids, "a wrong-asset payment in the range does not make an invoice a candidate")
 }
 
 func ptr[T any](v T) *T { return &v }
