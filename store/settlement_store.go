@@ -28,9 +28,9 @@ type SettlementStore interface {
 	// still at old (same block number and hash); old nil means the cursor
 	// must not exist yet. ErrConflict otherwise: another writer moved it.
 	CompareAndSetCursor(ctx context.Context, name string, old *Cursor, next Cursor) error
-	// ListInvoiceTxsInBlock returns the transactions of block number whose
-	// recipient is an invoice's deposit address, with that invoice's id, in
-	// index order. Unlike a join that the planner may turn into a scan of
+	// ListInvoiceTxsInBlock returns the transactions of block number with
+	// a value whose recipient is an invoice's deposit address, with that
+	// invoice's id, in index order. Unlike a join that the planner may turn into a scan of
 	// every invoice, it probes the deposit-address index once per
 	// transaction of the block: its cost does not grow with the number of
 	// invoices.

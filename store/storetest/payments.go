@@ -119,7 +119,8 @@ func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
 	txs[1].To = &a.DepositAddress
 	txs[3].To = &b.DepositAddress
 	txs[4].To = &a.DepositAddress
-	txs[6].To = &b.DepositAddress // block 8
+	txs[6].To = &b.DepositAddress                                  // block 8
+	txs[0].To, txs[0].ValueWei = &a.DepositAddress, store.Amount{} // pays nothing: not listed
 	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
 	got, err := st.ListInvoiceTxsInBlock(ctx, 7)
 	require.NoError(t, err)

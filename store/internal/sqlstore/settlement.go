@@ -45,7 +45,9 @@ func casResult(res interface{ RowsAffected() (int64, error) }, name string) erro
 
 // ListInvoiceTxsInBlock implements store.SettlementStore. The invoice id
 // is a correlated subquery (a unique-index probe per transaction of the
-// block) rather than a join, so that no plan ever scans the invoices.
+// block) rather than a join, so that no plan ever scans the invoices; a
+// transaction without value (most of a real chain's: contract calls) pays
+// nothing and is not probed ('0' is how both stores write a zero amount).
 // The sweep's own transactions to a deposit address (the gas it sends
 // there before sweeping) are not payments: every one is in sweep_txs before
 // it is broadcast, so none is ever indexed without being recognised.
@@ -53,7 +55,7 @@ func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]sto
 	var ts []store.InvoiceTx
 	err := s.selPrepared(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
 			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
-			FROM transactions t WHERE t.block_number = ? AND t.to_address IS NOT NULL
+			FROM transactions t WHERE t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
 		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, number)
 	return ts, err
