@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,13 @@ type Dispatcher struct {
 	down     map[int64]bool  // endpoints whose last attempt timed out or did not connect
 	held     int             // deliveries claimed and not yet finished
 	inflight int             // attempts running
-	stopping bool
+	// A claim that left the merchants idleExcluded out found nothing due
+	// for any other merchant: until othersIdleUntil, or until events are
+	// dispatched, a claim that would leave out at least those is not made.
+	// See claim.
+	idleExcluded    []int64
+	othersIdleUntil time.Time
+	stopping        bool
 	// workCtx is the context of attempts: Run's, without its cancellation,
 	// so that attempts in flight finish when Run is stopped.
 	workCtx context.Context
@@ -215,6 +222,9 @@ func (d *Dispatcher) dispatchLoop(ctx context.Context) {
 			}
 			if n > 0 {
 				d.met.dispatched.Add(float64(n))
+				d.mu.Lock()
+				d.othersIdleUntil = time.Time{} // new deliveries, for anyone
+				d.mu.Unlock()
 				d.signal()
 			}
 			if n < d.cfg.BatchSize {
@@ -302,8 +312,9 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 			per = max(per, depth)
 		}
 	}
+	idle := d.othersIdle(exclude)
 	d.mu.Unlock()
-	if room <= 0 {
+	if room <= 0 || idle {
 		return false, nil
 	}
 	limit := min(room, d.cfg.BatchSize)
@@ -321,6 +332,11 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 		PerMerchant:      per,
 		ExcludeMerchants: exclude,
 	})
+	if err == nil && len(cs) == 0 && len(exclude) > 0 {
+		d.mu.Lock()
+		d.idleExcluded, d.othersIdleUntil = exclude, time.Now().Add(d.cfg.PollInterval)
+		d.mu.Unlock()
+	}
 	if err != nil || len(cs) == 0 {
 		return false, err
 	}
@@ -352,6 +368,27 @@ func (d *Dispatcher) claim(ctx context.Context) (bool, error) {
 		}
 	}
 	return len(cs) == limit, nil
+}
+
+// othersIdle reports whether a claim leaving out the merchants exclude
+// would find nothing: a claim that left out at most those found nothing
+// due for anyone else less than PollInterval ago, and no event was
+// dispatched since. Such a claim walks the left-out merchants' due backlog
+// to its end (the due index is in time order, not by merchant), and it
+// came after most claims of a merchant with a backlog, the claim loop
+// woken while that merchant's queue was full. A retry of another merchant
+// that falls due meanwhile waits for the next claim, at most PollInterval.
+// Called with d.mu held.
+func (d *Dispatcher) othersIdle(exclude []int64) bool {
+	if len(exclude) == 0 || !time.Now().Before(d.othersIdleUntil) {
+		return false
+	}
+	for _, mid := range d.idleExcluded {
+		if !slices.Contains(exclude, mid) {
+			return false
+		}
+	}
+	return true
 }
 
 // newJob is the job of a claimed delivery.
