@@ -62,15 +62,21 @@ func (c *simChain) send(nonce uint64, to *common.Address, wei store.Amount, tip 
 	c.t.Helper()
 	h, err := c.trySend(nonce, to, wei, tip)
 	require.NoError(c.t, err)
-	// The pool admits a transaction asynchronously after a block (its promotion
-	// from the queue runs in the background): wait until it is pending, so that the next
-	// commit mines it. A loaded machine otherwise splits a test's block.
+	c.waitPending(nonce, h)
+	return h
+}
+
+// waitPending waits until the transaction h with this nonce is pending.
+// The pool admits a transaction asynchronously after a block (its
+// promotion from the queue runs in the background): waiting makes the next
+// commit mine it. A loaded machine otherwise splits a test's block.
+func (c *simChain) waitPending(nonce uint64, h common.Hash) {
+	c.t.Helper()
 	from := crypto.PubkeyToAddress(c.key.PublicKey)
 	require.Eventually(c.t, func() bool {
 		next, err := c.client.PendingNonceAt(context.Background(), from)
 		return err == nil && next > nonce
 	}, 10*time.Second, 5*time.Millisecond, "transaction %s never pending", h)
-	return h
 }
 
 func (c *simChain) trySend(nonce uint64, to *common.Address, wei store.Amount, tip int64) (common.Hash, error) {

@@ -77,6 +77,7 @@ func (e *tokenEnv) transferAt(nonce uint64, tok *testtoken.Token, to common.Addr
 	opts.GasLimit = 500_000
 	tx, err := tok.Transfer(opts, to, v)
 	require.NoError(e.t, err)
+	e.c.waitPending(nonce, tx.Hash())
 	return tx.Hash()
 }
 
