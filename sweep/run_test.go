@@ -2,7 +2,10 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/big"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +88,52 @@ func TestRun_SweepsAsBlocksArriveAndStopsOnCancel(t *testing.T) {
 		require.Equal(t, store.StatusSettled, got.Status)
 		require.Nil(t, got.SweepLockedUntil, "no lease left behind")
 	}
+}
+
+// noChainIDAtFirst is a real chain whose node does not answer eth_chainId
+// for its first calls, as a node that goes away just after payd started.
+type noChainIDAtFirst struct {
+	Chain
+	mu    sync.Mutex
+	fails int
+}
+
+func (c *noChainIDAtFirst) ChainID(ctx context.Context) (*big.Int, error) {
+	c.mu.Lock()
+	if c.fails > 0 {
+		c.fails--
+		c.mu.Unlock()
+		return nil, errors.New("Post \"http://127.0.0.1:1\": EOF")
+	}
+	c.mu.Unlock()
+	return c.Chain.ChainID(ctx)
+}
+
+// A node that does not answer when Run starts is asked again at the next
+// polls; Run does not give up (it used to return, and payd serve shut
+// down on it).
+func TestRun_NodeWithoutChainIDAtStart_KeepsTryingThenSweeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	invs := e.confirmedInvoices(1, eth(1))
+	chain := &noChainIDAtFirst{Chain: e.client, fails: 3}
+	s := e.sweeperOn(chain, Config{Confirmations: 2, PollInterval: 5 * time.Millisecond, IdleInterval: 10 * time.Millisecond})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !e.all(ids(invs), store.SweepSwept)() {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned early: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "not swept after 30 s")
+		e.sim.Commit()
+	}
+	chain.mu.Lock()
+	require.Zero(t, chain.fails, "every failing call was made")
+	chain.mu.Unlock()
+	stop()
+	require.NoError(t, <-done)
 }

@@ -74,11 +74,10 @@ func New(st Store, chain Chain, keys Keys, cfg Config) (*Sweeper, error) {
 // PollInterval and makes a pass on every new head (and at least every
 // IdleInterval): the gas funder first, then every due invoice. When ctx is
 // cancelled it finishes the invoices it is working on, hands back the ones
-// it claimed but did not start, and returns nil.
+// it claimed but did not start, and returns nil. A node that does not
+// answer is logged and asked again at the next poll, from the start too:
+// each pass reads the chain id until it has it.
 func (s *Sweeper) Run(ctx context.Context) error {
-	if _, err := s.loadChainID(ctx); err != nil {
-		return err
-	}
 	work := context.WithoutCancel(ctx)
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
