@@ -194,15 +194,41 @@ func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) 
 // qr screenshots the QR image and decodes it.
 func (tb *tab) qr() string {
 	tb.t.Helper()
-	var png []byte
-	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.ScreenshotScale("#qr", 2, &png, chromedp.ByID)))
-	img, _, err := image.Decode(bytes.NewReader(png))
-	require.NoError(tb.t, err)
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	require.NoError(tb.t, err)
-	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
+	text, err := tb.tryQR()
 	require.NoError(tb.t, err, "the QR code on the page decodes")
-	return res.GetText()
+	return text
+}
+
+// untilQR polls the page until its QR code decodes to want.
+func (tb *tab) untilQR(what, want string) {
+	tb.t.Helper()
+	tb.until(what, 10*time.Second, func(view) bool {
+		text, err := tb.tryQR()
+		return err == nil && text == want
+	})
+}
+
+// tryQR is qr for a poll: a QR image being swapped for another may be
+// caught half drawn, so an image that does not decode is an error to
+// retry, not a failure.
+func (tb *tab) tryQR() (string, error) {
+	var png []byte
+	if err := chromedp.Run(tb.ctx, chromedp.ScreenshotScale("#qr", 2, &png, chromedp.ByID)); err != nil {
+		return "", err
+	}
+	img, _, err := image.Decode(bytes.NewReader(png))
+	if err != nil {
+		return "", err
+	}
+	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
+	if err != nil {
+		return "", err
+	}
+	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
+	if err != nil {
+		return "", err
+	}
+	return res.GetText(), nil
 }
 
 // screenshot writes the whole page at width px to the test output folder.
@@ -345,7 +371,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		require.Equal(t, "Part of the payment arrived (0.4 of 1 ETH). Pay exactly the remaining 0.6 ETH.", v.Status)
 		want := fmt.Sprintf("ethereum:%s@1337?value=600000000000000000", common.HexToAddress(inv["deposit_address"].(string)).Hex())
 		require.Equal(t, want, v.OpenWallet)
-		tb.until("the remainder's QR code", 10*time.Second, func(view) bool { return tb.qr() == want })
+		tb.untilQR("the remainder's QR code", want)
 		tb.screenshot("underpaid", 360)
 		tb.screenshot("underpaid", 1280)
 	})

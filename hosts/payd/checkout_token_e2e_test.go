@@ -125,7 +125,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		require.Equal(t, "Part of the payment arrived (7.25 of 20 USDC). Pay exactly the remaining 12.75 USDC.", v.Status)
 		want := fmt.Sprintf("ethereum:%s@1337/transfer?address=%s&uint256=12750000", token.Hex(), deposit.Hex())
 		require.Equal(t, want, v.OpenWallet)
-		tb.until("the remainder's QR code", 10*time.Second, func(view) bool { return tb.qr() == want })
+		tb.untilQR("the remainder's QR code", want)
 		tb.screenshot("token-underpaid", 360)
 	})
 }
