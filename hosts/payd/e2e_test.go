@@ -147,8 +147,9 @@ func (c apiClient) do(method, path string, body any, headers map[string]string) 
 // waitHTTP polls url until it answers 200.
 func waitHTTP(t *testing.T, url string, within time.Duration) {
 	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second} // a connection the server never answers is retried
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err != nil {
 			return false
 		}
@@ -232,7 +233,9 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 		done <- run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr, "--metrics", metricsAddr,
 			"--data", dataDir, "--webhook-url", recv.srv.URL + "/hooks"}, &out)
 	}()
-	waitHTTP(t, "http://"+httpAddr+"/healthz", 60*time.Second)
+	// Under the race detector, beside the package's other parallel tests,
+	// the dev chain, migrations and the demo key's Argon2id take a while.
+	waitHTTP(t, "http://"+httpAddr+"/healthz", 120*time.Second)
 	key := apiKeyRe.FindStringSubmatch(out.String())
 	secret := secretRe.FindStringSubmatch(out.String())
 	require.NotNil(t, key, "the banner prints the demo api_key:\n%s", out.String())
