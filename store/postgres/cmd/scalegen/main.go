@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/lib/pq"
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -126,6 +125,9 @@ func sizesAt(scale float64) sizes {
 	return sizes{merchants: at(1000, 10), invoices: at(10e6, 1000), txs: at(50e6, 5000), events: at(5e6, 500)}
 }
 
+// loadWorkers is how many connections COPY the big tables at once.
+const loadWorkers = 2
+
 // year is the generated period: it ends now.
 const year = 365 * 24 * time.Hour
 
@@ -146,6 +148,10 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 	}
 	if existing > 0 && !resume {
 		return fmt.Errorf("scalegen: the database already holds %d invoices; use an empty one", existing)
+	}
+	// Indexes an interrupted run dropped for its bulk load (bulk.go).
+	if err := restoreIndexes(ctx, db); err != nil {
+		return err
 	}
 	log.Printf("scale %g: %d merchants, %d invoices, %d transactions, %d events and deliveries",
 		scale, sz.merchants, sz.invoices, sz.txs, sz.events)
@@ -215,38 +221,40 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 	// Invoices: evenly over the year, oldest first (ids grow with time).
 	span := float64(year) / float64(sz.invoices)
 	if err := step("invoices", "invoices", sz.invoices, func() error {
-		return copyRows(ctx, db, "invoices", []string{"id", "merchant_id", "status", "amount_wei", "paid_wei",
-			"chain_id", "deposit_address", "derivation_index", "payment_uri", "order_id", "description",
-			"lookup_token_hash", "expires_at", "paid_at", "confirmed_at", "settled_at", "created_at", "updated_at",
-			"sweep_status"}, sz.invoices, func(i int) []any {
-			id := i + 1
-			created := start.Add(time.Duration(float64(i) * span))
-			expires := created.Add(time.Hour)
-			amount := fmt.Sprintf("%d000000000000", 1000+r.IntN(1_000_000))
-			status, paid := invoiceStatus(r, created, now)
-			var paidAt, confirmedAt, settledAt *time.Time
-			paidWei := "0"
-			if paid {
-				p := created.Add(time.Duration(r.IntN(1800)) * time.Second)
-				paidAt, paidWei = &p, amount
-				if status == "CONFIRMED" || status == "SETTLED" {
-					c := p.Add(3 * time.Minute)
-					confirmedAt = &c
+		return withoutIndexes(ctx, db, "invoices", func() error {
+			return copyParallel(ctx, db, "invoices", []string{"id", "merchant_id", "status", "amount_wei", "paid_wei",
+				"chain_id", "deposit_address", "derivation_index", "payment_uri", "order_id", "description",
+				"lookup_token_hash", "expires_at", "paid_at", "confirmed_at", "settled_at", "created_at", "updated_at",
+				"sweep_status"}, sz.invoices, loadWorkers, 1, func(r *rand.Rand, i int) []any {
+				id := i + 1
+				created := start.Add(time.Duration(float64(i) * span))
+				expires := created.Add(time.Hour)
+				amount := fmt.Sprintf("%d000000000000", 1000+r.IntN(1_000_000))
+				status, paid := invoiceStatus(r, created, now)
+				var paidAt, confirmedAt, settledAt *time.Time
+				paidWei := "0"
+				if paid {
+					p := created.Add(time.Duration(r.IntN(1800)) * time.Second)
+					paidAt, paidWei = &p, amount
+					if status == "CONFIRMED" || status == "SETTLED" {
+						c := p.Add(3 * time.Minute)
+						confirmedAt = &c
+					}
+					if status == "SETTLED" {
+						s := p.Add(15 * time.Minute)
+						settledAt = &s
+					}
 				}
+				sweep := "NONE"
 				if status == "SETTLED" {
-					s := p.Add(15 * time.Minute)
-					settledAt = &s
+					sweep = "SWEPT"
 				}
-			}
-			sweep := "NONE"
-			if status == "SETTLED" {
-				sweep = "SWEPT"
-			}
-			addr := depositAddress(id)
-			return []any{id, merchantOfInvoice(id, sz), status, amount, paidWei, chainID, addr, id,
-				fmt.Sprintf("ethereum:0x%x@%d?value=%s", addr, chainID, amount), fmt.Sprintf("order-%d", id), "",
-				invoice.LookupTokenHash(lookupToken(id)), expires, paidAt, confirmedAt, settledAt, created,
-				created, sweep}
+				addr := depositAddress(id)
+				return []any{id, merchantOfInvoice(id, sz), status, amount, paidWei, chainID, addr, id,
+					fmt.Sprintf("ethereum:0x%x@%d?value=%s", addr, chainID, amount), fmt.Sprintf("order-%d", id), "",
+					invoice.LookupTokenHash(lookupToken(id)), expires, paidAt, confirmedAt, settledAt, created,
+					created, sweep}
+			})
 		})
 	}); err != nil {
 		return err
@@ -268,18 +276,20 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 		return hash("addr", int(math.Floor(math.Pow(r.Float64(), 3)*float64(pool))))[:20]
 	}
 	if err := step("transactions", "transactions", sz.txs, func() error {
-		return copyRows(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
-			"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
-			"max_priority_fee_wei", "input"}, sz.txs, func(i int) []any {
-			block := 1 + int(int64(i)*int64(blocks)/int64(sz.txs))
-			first := int(int64(block-1) * int64(sz.txs) / int64(blocks))
-			to := poolAddr(r)
-			if r.IntN(10) == 0 {
-				to = depositAddress(1 + r.IntN(sz.invoices))
-			}
-			return []any{hash("tx", i), block, hash("block", block), i - first, poolAddr(r), to,
-				fmt.Sprintf("%d000000000", r.IntN(10_000_000)), r.IntN(100_000), 21000, 2, "30000000000",
-				"1000000000", []byte{}}
+		return withoutIndexes(ctx, db, "transactions", func() error {
+			return copyParallel(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
+				"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
+				"max_priority_fee_wei", "input"}, sz.txs, loadWorkers, 2, func(r *rand.Rand, i int) []any {
+				block := 1 + int(int64(i)*int64(blocks)/int64(sz.txs))
+				first := int(int64(block-1) * int64(sz.txs) / int64(blocks))
+				to := poolAddr(r)
+				if r.IntN(10) == 0 {
+					to = depositAddress(1 + r.IntN(sz.invoices))
+				}
+				return []any{hash("tx", i), block, hash("block", block), i - first, poolAddr(r), to,
+					fmt.Sprintf("%d000000000", r.IntN(10_000_000)), r.IntN(100_000), 21000, 2, "30000000000",
+					"1000000000", []byte{}}
+			})
 		})
 	}); err != nil {
 		return err
@@ -328,7 +338,9 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 	if _, err := db.ExecContext(ctx, `SELECT setval('webhook_deliveries_id_seq', $1)`, sz.events); err != nil {
 		return err
 	}
-	if err := step("sweep_txs", "", 0, func() error { return fillSweeps(ctx, db) }); err != nil {
+	if err := step("sweep_txs", "", 0, func() error {
+		return withoutIndexes(ctx, db, "sweep_txs", func() error { return fillSweeps(ctx, db) })
+	}); err != nil {
 		return err
 	}
 	if err := step("ANALYZE", "", 0, func() error {
@@ -397,30 +409,7 @@ func hash(label string, n int) []byte {
 func copyRows(ctx context.Context, db *sql.DB, table string, cols []string, n int, row func(i int) []any) error {
 	const chunk = 100_000
 	for from := 0; from < n; from += chunk {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		stmt, err := tx.PrepareContext(ctx, pq.CopyIn(table, cols...))
-		if err != nil {
-			tx.Rollback()
-			return err
-		}
-		for i := from; i < min(from+chunk, n); i++ {
-			if _, err := stmt.ExecContext(ctx, row(i)...); err != nil {
-				tx.Rollback()
-				return err
-			}
-		}
-		if _, err := stmt.ExecContext(ctx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := stmt.Close(); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
+		if err := copyChunk(ctx, db, table, cols, from, min(from+chunk, n), row); err != nil {
 			return err
 		}
 		if done := min(from+chunk, n); done%1_000_000 == 0 || done == n {
