@@ -72,8 +72,12 @@ type InvoiceStore interface {
 	// ListExpiring returns PENDING invoices whose expires_at is at or before
 	// now, oldest first.
 	ListExpiring(ctx context.Context, now time.Time, limit int) ([]Invoice, error)
-	// CountInvoicesByStatus returns the number of invoices per status.
-	CountInvoicesByStatus(ctx context.Context) (map[string]int64, error)
+	// CountLiveInvoices returns how many invoices are PENDING, PAID and
+	// CONFIRMED — those still awaiting money, confirmations or a sweep —
+	// keyed by status (a status with none is absent). It reads only those
+	// statuses' partial indexes, never the history: SETTLED and EXPIRED
+	// invoices, most of a year-old table, are not counted.
+	CountLiveInvoices(ctx context.Context) (map[string]int64, error)
 	// ArchiveInvoices moves up to limit invoices created before cutoff to
 	// invoices_archive and returns how many moved.
 	ArchiveInvoices(ctx context.Context, cutoff time.Time, limit int) (int, error)

@@ -261,7 +261,7 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	metrics := httpGet(t, "http://"+metricsAddr+"/metrics", "")
 	for _, name := range []string{
 		"evmpay_indexer_head_block", "evmpay_indexer_lag_blocks", "evmpay_settlement_lag_blocks",
-		`evmpay_invoices{status="SETTLED"} 1`, "evmpay_webhook_attempts_total",
+		`evmpay_invoices{status="CONFIRMED"} 0`, "evmpay_sweep_swept_total 1", "evmpay_webhook_attempts_total",
 		`evmpay_webhook_deliveries_failed_final{reason="endpoint_broken"} 0`, `evmpay_webhook_deliveries_failed_final{reason="attempts_exhausted"} 0`, "evmpay_sweep_wallet_balance_wei", "evmpay_sweep_wallet_low 0",
 		"evmpay_rpcproxy_requests_total",
 	} {

@@ -201,7 +201,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	// The database agrees: one invoice per 201, indexes without a gap.
-	counts, err := st.CountInvoicesByStatus(ctx)
+	counts, err := st.CountLiveInvoices(ctx)
 	if err != nil {
 		return err
 	}

@@ -261,18 +261,27 @@ func (s *Store) ListExpiring(ctx context.Context, now time.Time, n int) ([]store
 	return invs, err
 }
 
-// CountInvoicesByStatus implements store.InvoiceStore.
-func (s *Store) CountInvoicesByStatus(ctx context.Context) (map[string]int64, error) {
+// CountLiveInvoices implements store.InvoiceStore: one count per live
+// status, each answered by that status's partial index (invoices_expiring,
+// invoices_paid, invoices_confirmed), so the cost follows the invoices in
+// flight, not the table (a GROUP BY over every status read all 10 million
+// invoices of docs/scale.md's year on every metrics scrape: 0.3–0.8 s).
+func (s *Store) CountLiveInvoices(ctx context.Context) (map[string]int64, error) {
 	var rows []struct {
 		Status string `db:"status"`
 		N      int64  `db:"n"`
 	}
-	if err := s.sel(ctx, &rows, `SELECT status, COUNT(*) AS n FROM invoices GROUP BY status`); err != nil {
+	err := s.sel(ctx, &rows, `SELECT 'PENDING' AS status, COUNT(*) AS n FROM invoices WHERE status = 'PENDING'
+		UNION ALL SELECT 'PAID', COUNT(*) FROM invoices WHERE status = 'PAID'
+		UNION ALL SELECT 'CONFIRMED', COUNT(*) FROM invoices WHERE status = 'CONFIRMED'`)
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]int64, len(rows))
 	for _, r := range rows {
-		out[r.Status] = r.N
+		if r.N > 0 {
+			out[r.Status] = r.N
+		}
 	}
 	return out, nil
 }

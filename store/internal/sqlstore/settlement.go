@@ -171,7 +171,7 @@ func (s *Store) DeleteSettledBlocks(ctx context.Context, below, from uint64) err
 }
 
 // ListPendingInvoiceTxs implements store.SettlementStore. It walks the
-// PENDING invoices (invoices_status) and probes transactions_to for each.
+// PENDING invoices (the partial index invoices_expiring) and probes transactions_to for each.
 func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, n int) ([]store.PendingInvoiceTx, error) {
 	var rows []store.PendingInvoiceTx
 	// Each invoice in its own asset: native transactions to native
