@@ -218,7 +218,7 @@ var (
 	invoicesDesc = prometheus.NewDesc("evmpay_invoices",
 		"Invoices not yet settled or expired, by status (PENDING, PAID, CONFIRMED). Settled and expired ones are counted as they happen: evmpay_sweep_swept_total, evmpay_settlement_invoice_transitions_total{to=\"EXPIRED\"}.",
 		[]string{"status"}, nil)
-	failedDesc   = prometheus.NewDesc("evmpay_webhook_deliveries_failed_final",
+	failedDesc = prometheus.NewDesc("evmpay_webhook_deliveries_failed_final",
 		"Webhook deliveries that ended FAILED, by reason: endpoint_broken (refused before the ladder's end, such as a 410), attempts_exhausted.",
 		[]string{"reason"}, nil)
 )
