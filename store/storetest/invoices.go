@@ -22,6 +22,7 @@ func invoiceTests() []test {
 		{"Invoice_StaleVersion_Conflict", testInvoiceStaleVersion},
 		{"Invoice_UniqueColumns_Conflict", testInvoiceUnique},
 		{"Invoice_ListFiltersAndPages", testInvoiceList},
+		{"Invoice_ListSeveralStatuses_MergedNewestFirst", testInvoiceListStatuses},
 		{"Invoice_ListExpiring", testInvoiceExpiring},
 		{"Invoice_DerivationIndexHasNoGaps", testDerivationIndex},
 		{"Invoice_ConcurrentDerivationIndexesUnique", testDerivationIndexConcurrent},
@@ -219,6 +220,43 @@ func testInvoiceList(t *testing.T, st store.Store) {
 	counts, err := st.CountLiveInvoices(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{store.StatusPending: 4}, counts, "the two EXPIRED ones are history, not counted")
+}
+
+// A page of several statuses is every status's invoices merged newest
+// first, cut at the limit, whatever the statuses' order or repetitions in
+// the filter; pages follow each other by cursor without gap or repeat.
+func testInvoiceListStatuses(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	other := newMerchant(t, st)
+	statuses := []string{store.StatusSettled, store.StatusPending, store.StatusExpired, store.StatusSettled,
+		store.StatusPaid, store.StatusExpired, store.StatusSettled, store.StatusConfirmed}
+	var want []int64 // SETTLED or EXPIRED, newest first
+	for i := 0; i < 24; i++ {
+		status := statuses[i%len(statuses)]
+		inv := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = status })
+		newInvoice(t, st, other.ID, func(inv *store.Invoice) { inv.Status = status })
+		if status == store.StatusSettled || status == store.StatusExpired {
+			want = append([]int64{inv.ID}, want...)
+		}
+	}
+	var got []int64
+	f := store.InvoiceFilter{MerchantID: m.ID, Limit: 4,
+		Statuses: []string{store.StatusExpired, store.StatusSettled, store.StatusExpired}}
+	for {
+		page, err := st.ListInvoices(ctx, f)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 4)
+		for _, inv := range page {
+			require.Equal(t, m.ID, inv.MerchantID)
+			require.Contains(t, []string{store.StatusSettled, store.StatusExpired}, inv.Status)
+		}
+		got = append(got, invoiceIDs(page)...)
+		if len(page) < 4 {
+			break
+		}
+		f.BeforeID = page[len(page)-1].ID
+	}
+	require.Equal(t, want, got)
 }
 
 func invoiceIDs(invs []store.Invoice) []int64 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -190,7 +192,16 @@ func (s *Store) GetInvoiceByLookupTokenHash(ctx context.Context, hash []byte) (s
 	return inv, err
 }
 
-// ListInvoices implements store.InvoiceStore.
+// ListInvoices implements store.InvoiceStore as a deferred join: the
+// page's ids first, each status's from one range of the narrowest index
+// that holds them in id order (invoices_merchant_status, or
+// invoices_merchant_id without a status; index-only), then the page's rows
+// by primary key. Asked for whole rows directly, the planner walked
+// invoices_pkey backward for a busy merchant and filtered: a page of
+// SETTLED invoices read every newer invoice in another status first (23k
+// rows, 25–32 ms at docs/scale.md's year when sweeps lagged). Several
+// statuses are one range each, merged (a single scan cannot give them in
+// id order: 18 ms → 1.4 ms for two statuses).
 func (s *Store) ListInvoices(ctx context.Context, f store.InvoiceFilter) ([]store.Invoice, error) {
 	var (
 		where []string
@@ -199,10 +210,6 @@ func (s *Store) ListInvoices(ctx context.Context, f store.InvoiceFilter) ([]stor
 	if f.MerchantID != 0 {
 		where = append(where, "merchant_id = ?")
 		args = append(args, f.MerchantID)
-	}
-	if len(f.Statuses) > 0 {
-		where = append(where, "status IN (?)")
-		args = append(args, f.Statuses)
 	}
 	if !f.CreatedAfter.IsZero() {
 		where = append(where, "created_at >= ?")
@@ -216,14 +223,42 @@ func (s *Store) ListInvoices(ctx context.Context, f store.InvoiceFilter) ([]stor
 		where = append(where, "id < ?")
 		args = append(args, f.BeforeID)
 	}
-	q := selectInvoice
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+	n := limit(f.Limit, 100, 1000)
+	// page is the ids of one range, newest first, with its arguments.
+	page := func(status string) (string, []any) {
+		w, a := where, slices.Clone(args)
+		if status != "" {
+			w = append(slices.Clone(w), "status = ?")
+			a = append(a, status)
+		}
+		q := "SELECT id FROM invoices"
+		if len(w) > 0 {
+			q += " WHERE " + strings.Join(w, " AND ")
+		}
+		return q + " ORDER BY id DESC LIMIT ?", append(a, n)
 	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, limit(f.Limit, 100, 1000))
+	statuses := slices.Compact(slices.Sorted(slices.Values(f.Statuses)))
+	var (
+		ids     string
+		idsArgs []any
+	)
+	switch len(statuses) {
+	case 0:
+		ids, idsArgs = page("")
+	case 1:
+		ids, idsArgs = page(statuses[0])
+	default:
+		arms := make([]string, len(statuses))
+		for i, st := range statuses {
+			q, a := page(st)
+			arms[i] = "SELECT id FROM (" + q + ") s" + strconv.Itoa(i)
+			idsArgs = append(idsArgs, a...)
+		}
+		ids = "SELECT id FROM (" + strings.Join(arms, " UNION ALL ") + ") u ORDER BY id DESC LIMIT ?"
+		idsArgs = append(idsArgs, n)
+	}
 	var invs []store.Invoice
-	err := s.selIn(ctx, &invs, q, args...)
+	err := s.sel(ctx, &invs, selectInvoice+" WHERE id IN ("+ids+") ORDER BY id DESC", idsArgs...)
 	return invs, err
 }
 
