@@ -399,6 +399,20 @@ func runMigrate(ctx context.Context, dbURL string) error {
 			return err
 		}})
 	}
+	var deliveries int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM webhook_deliveries`).Scan(&deliveries); err != nil {
+		return err
+	}
+	if deliveries > 0 {
+		rd := rand.New(rand.NewPCG(9, 10))
+		writers = append(writers, struct {
+			table string
+			write func() error
+		}{"webhook_deliveries", func() error {
+			_, err := db.ExecContext(ctx, `UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1`, 1+rd.IntN(deliveries))
+			return err
+		}})
+	}
 	type result struct {
 		writes  int
 		longest time.Duration
