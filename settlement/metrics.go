@@ -14,6 +14,7 @@ type metrics struct {
 	reorgs      prometheus.Counter
 	errors      prometheus.Counter
 	blockTime   prometheus.Histogram
+	filterInUse prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,9 +56,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to process one block (one database transaction).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
+		filterInUse: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "settlement_deposit_filter_in_use",
+			Help: "1 when settlement looks up only the block recipients its deposit-address filter cannot rule out; 0 while the filter loads, or when an invoice was inserted without reserving its derivation index (every recipient is then looked up: slower, still correct).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.processed, m.head, m.lag, m.payments, m.transitions,
-		m.events, m.reorgs, m.errors, m.blockTime} {
+		m.events, m.reorgs, m.errors, m.blockTime, m.filterInUse} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

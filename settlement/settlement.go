@@ -149,6 +149,12 @@ type Settler struct {
 	// confirmed every candidate, 0 when unknown; passes counts passes.
 	// See confirmPass.
 	confirmed, passes atomic.Uint64
+
+	// deposits is the Bloom filter of deposit addresses (deposits.go);
+	// depositsReady whether the last block could use it. Only the sync
+	// goroutine touches them.
+	deposits      *depositFilter
+	depositsReady bool
 }
 
 // New returns a Settler reading and writing st. It checks cfg and
@@ -161,7 +167,7 @@ func New(st Store, cfg Config) (*Settler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Settler{st: st, cfg: cfg, log: cfg.Logger}
+	s := &Settler{st: st, cfg: cfg, log: cfg.Logger, deposits: newDepositFilter(0)}
 	reg := cfg.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()

@@ -187,11 +187,15 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		if err := s.step("block.cursor"); err != nil {
 			return err
 		}
-		txs, err := tx.ListInvoiceTxsInBlock(ctx, n)
+		to, err := s.recipients(ctx, tx, n)
 		if err != nil {
 			return err
 		}
-		transfers, err := tx.ListInvoiceTokenTransfersInBlock(ctx, n)
+		txs, err := tx.ListInvoiceTxsInBlock(ctx, n, to)
+		if err != nil {
+			return err
+		}
+		transfers, err := tx.ListInvoiceTokenTransfersInBlock(ctx, n, to)
 		if err != nil {
 			return err
 		}
@@ -304,6 +308,44 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		slog.Int("payments", payments),
 		slog.Uint64("lag", max(head, n)-n))
 	return &next, nil
+}
+
+// recipients returns the recipients of value in block n that may be
+// deposit addresses, or nil — every recipient — while the deposit filter
+// is loading or cannot be trusted (deposits.go). Called in the block's
+// transaction after the block was read, which is what makes the filter
+// complete for it.
+func (s *Settler) recipients(ctx context.Context, tx store.Tx, n uint64) ([]common.Address, error) {
+	f, ready, err := s.deposits.refresh(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if f != s.deposits {
+		s.log.InfoContext(ctx, "settlement: loading the deposit address filter", slog.Int("capacity", f.capacity))
+	}
+	s.deposits = f
+	if ready != s.depositsReady {
+		s.depositsReady = ready
+		inUse := 0.0
+		if ready {
+			inUse = 1
+		}
+		s.m.filterInUse.Set(inUse)
+		if ready {
+			s.log.InfoContext(ctx, "settlement: deposit address filter loaded", slog.Int("addresses", f.n))
+		} else {
+			s.log.WarnContext(ctx, "settlement: deposit address filter not in use: an invoice was inserted without reserving its derivation index; every recipient is looked up",
+				slog.Uint64("next_index", uint64(f.next)))
+		}
+	}
+	if !ready {
+		return nil, nil
+	}
+	to, err := tx.ListBlockRecipients(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return f.candidates(to), nil
 }
 
 func groupPayments(ps []store.Payment) map[int64][]store.Payment {

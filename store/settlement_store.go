@@ -18,6 +18,21 @@ type PaymentStore interface {
 	DeletePaymentsFromBlock(ctx context.Context, number uint64) ([]Payment, error)
 }
 
+// DepositAddresses is a page of ListDepositAddresses.
+type DepositAddresses struct {
+	// Addresses are the deposit addresses of the invoices with derivation
+	// indexes in [from, Next), in no particular order.
+	Addresses []common.Address
+	// Next is where the page ends: min(from+limit, Counter).
+	Next uint32
+	// Counter is the derivation index counter: the next index it hands
+	// out.
+	Counter uint32
+	// Highest is the highest derivation index of any invoice, -1 when
+	// there is none.
+	Highest int64
+}
+
 // SettlementStore is what settlement asks of the database beyond the
 // per-record interfaces: its cursor's compare-and-set, batched reads of the
 // invoices a block touches, the candidates for a confirmation recompute,
@@ -30,16 +45,34 @@ type SettlementStore interface {
 	CompareAndSetCursor(ctx context.Context, name string, old *Cursor, next Cursor) error
 	// ListInvoiceTxsInBlock returns the transactions of block number with
 	// a value whose recipient is an invoice's deposit address, with that
-	// invoice's id, in index order. Unlike a join that the planner may turn into a scan of
-	// every invoice, it probes the deposit-address index once per
-	// transaction of the block: its cost does not grow with the number of
-	// invoices.
-	ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]InvoiceTx, error)
+	// invoice's id, in index order. With to non-nil, only transactions to
+	// those recipients are considered (none when to is empty). Unlike a
+	// join that the planner may turn into a scan of every invoice, it
+	// probes the deposit-address index once per transaction considered:
+	// its cost does not grow with the number of invoices.
+	ListInvoiceTxsInBlock(ctx context.Context, number uint64, to []common.Address) ([]InvoiceTx, error)
 	// ListInvoiceTokenTransfersInBlock returns the token transfers of
 	// block number whose recipient is an invoice's deposit address, with
-	// that invoice's id, in log order (one deposit-address index probe
-	// per transfer of the block, like ListInvoiceTxsInBlock).
-	ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64) ([]InvoiceTokenTransfer, error)
+	// that invoice's id, in log order, restricted to the recipients to as
+	// ListInvoiceTxsInBlock is (one deposit-address index probe per
+	// transfer considered).
+	ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64, to []common.Address) ([]InvoiceTokenTransfer, error)
+	// ListBlockRecipients returns the recipients of value in block number:
+	// the to-address of each of its transactions with a value and of each
+	// of its token transfers, in no particular order (an address may
+	// repeat).
+	ListBlockRecipients(ctx context.Context, number uint64) ([]common.Address, error)
+	// ListDepositAddresses reads, in one snapshot, the derivation index
+	// counter, the highest derivation index of any invoice, and the
+	// deposit addresses of the invoices whose derivation indexes are in
+	// [from, from+limit) and below the counter. The counter is advanced in
+	// the transaction that inserts the invoices given its indexes
+	// (ReserveDerivationIndexes, NextDerivationIndex), so every invoice
+	// below the counter read is committed and listed: a caller that reads
+	// pages up to the counter has seen every invoice, unless Highest is at
+	// or above the counter (an invoice inserted without reserving its
+	// index).
+	ListDepositAddresses(ctx context.Context, from uint32, limit int) (DepositAddresses, error)
 	// EarliestBlock returns the lowest indexed block; ErrNotFound if none.
 	EarliestBlock(ctx context.Context) (Block, error)
 	// GetInvoicesForUpdate reads the invoices with these ids, by id, and on

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ func settlementTests() []test {
 		{"Settlement_CursorCompareAndSet", testCursorCAS},
 		{"Settlement_EarliestBlock", testEarliestBlock},
 		{"Settlement_InvoiceTxsInBlock", testInvoiceTxsInBlock},
+		{"Settlement_InvoiceTxsInBlock_OnlyTheRecipientsGiven", testInvoiceTxsInBlockRecipients},
+		{"Settlement_BlockRecipients_DistinctWithValue", testBlockRecipients},
+		{"Settlement_DepositAddresses_PagesUpToTheCounter", testDepositAddresses},
 		{"Settlement_InvoicesForUpdateAndPaymentsInBatch", testSettlementBatchReads},
 		{"Settlement_ListConfirmable", testListConfirmable},
 		{"Settlement_ListConfirmableSince", testListConfirmableSince},
@@ -122,7 +126,7 @@ func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
 	txs[6].To = &b.DepositAddress                                  // block 8
 	txs[0].To, txs[0].ValueWei = &a.DepositAddress, store.Amount{} // pays nothing: not listed
 	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
-	got, err := st.ListInvoiceTxsInBlock(ctx, 7)
+	got, err := st.ListInvoiceTxsInBlock(ctx, 7, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	require.Equal(t, []int64{a.ID, b.ID, a.ID}, []int64{got[0].InvoiceID, got[1].InvoiceID, got[2].InvoiceID})
@@ -132,7 +136,7 @@ func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
 	require.Equal(t, b.DepositAddress, *got[1].To)
 	require.Equal(t, 3, got[1].Index)
 	require.Equal(t, maxUint256(), got[1].ValueWei)
-	got, err = st.ListInvoiceTxsInBlock(ctx, 8)
+	got, err = st.ListInvoiceTxsInBlock(ctx, 8, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
@@ -142,13 +146,114 @@ func testInvoiceTxsInBlock(t *testing.T, st store.Store) {
 		MaxFeeWei: store.NewAmount(1), MaxPriorityFeeWei: store.NewAmount(1), TxHash: txs[6].Hash,
 		RawTx: []byte{1}, Status: store.SweepTxMined, CreatedAt: now(), UpdatedAt: now()}
 	require.NoError(t, st.CreateSweepTx(ctx, &funding))
-	got, err = st.ListInvoiceTxsInBlock(ctx, 8)
+	got, err = st.ListInvoiceTxsInBlock(ctx, 8, nil)
 	require.NoError(t, err)
 	require.Empty(t, got, "a transaction the sweep sent is not a payment")
 
-	none, err := st.ListInvoiceTxsInBlock(ctx, 9)
+	none, err := st.ListInvoiceTxsInBlock(ctx, 9, nil)
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// Given recipients, only transactions and transfers to them are looked
+// up; an empty list finds nothing, nil everything.
+func testInvoiceTxsInBlockRecipients(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	a := newInvoice(t, st, m.ID)
+	b := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.SetAsset(usdc()) })
+	blocks, txs := chainOf(7, 1, 5, randHash())
+	txs[1].To, txs[2].To, txs[3].To = &a.DepositAddress, &b.DepositAddress, &a.DepositAddress
+	trs := transfersOf(blocks, txs, *usdc().Address, 2)
+	trs[1].To = b.DepositAddress
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	require.NoError(t, st.InsertTokenTransfers(ctx, trs))
+
+	for _, c := range []struct {
+		name      string
+		to        []common.Address
+		txs, trs  int
+		invoiceID int64
+	}{
+		{"all", nil, 3, 1, 0},
+		{"a", []common.Address{a.DepositAddress}, 2, 0, a.ID},
+		{"b and a stranger", []common.Address{randAddr(), b.DepositAddress}, 1, 1, b.ID},
+		{"a stranger", []common.Address{*txs[4].To}, 0, 0, 0},
+		{"none", []common.Address{}, 0, 0, 0},
+	} {
+		got, err := st.ListInvoiceTxsInBlock(ctx, 7, c.to)
+		require.NoError(t, err, c.name)
+		require.Len(t, got, c.txs, c.name)
+		gotTrs, err := st.ListInvoiceTokenTransfersInBlock(ctx, 7, c.to)
+		require.NoError(t, err, c.name)
+		require.Len(t, gotTrs, c.trs, c.name)
+		for _, tx := range got {
+			if c.invoiceID != 0 {
+				require.Equal(t, c.invoiceID, tx.InvoiceID, c.name)
+			}
+		}
+	}
+}
+
+// The recipients of value in a block: transactions with a value (not a
+// contract creation, not a zero-value call) and token transfers.
+func testBlockRecipients(t *testing.T, st store.Store) {
+	blocks, txs := chainOf(30, 2, 6, randHash())
+	twice := randAddr()
+	txs[1].To, txs[2].To = &twice, &twice
+	txs[3].ValueWei = store.Amount{} // a call without value
+	trs := transfersOf(blocks, txs, randAddr(), 2)
+	trs[1].To = twice
+	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
+	require.NoError(t, st.InsertTokenTransfers(ctx, trs))
+
+	got, err := st.ListBlockRecipients(ctx, 30)
+	require.NoError(t, err)
+	want := []common.Address{twice, *txs[4].To, *txs[5].To, trs[0].To}
+	require.ElementsMatch(t, want, slices.Compact(sortedAddrs(got)))
+	none, err := st.ListBlockRecipients(ctx, 99)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+// Deposit addresses come in pages of derivation indexes that stop at the
+// counter; an invoice inserted above the counter (its index never
+// reserved) shows in Highest, so that a reader knows its pages miss it.
+func testDepositAddresses(t *testing.T, st store.Store) {
+	page, err := st.ListDepositAddresses(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, store.DepositAddresses{Highest: -1}, page)
+
+	m := newMerchant(t, st)
+	var want []common.Address
+	for i := 0; i < 5; i++ {
+		want = append(want, newInvoice(t, st, m.ID).DepositAddress)
+	}
+	page, err = st.ListDepositAddresses(ctx, 0, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, page.Counter)
+	require.EqualValues(t, 4, page.Highest)
+	require.EqualValues(t, 3, page.Next)
+	require.ElementsMatch(t, want[:3], page.Addresses)
+	page, err = st.ListDepositAddresses(ctx, page.Next, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, page.Next, "the page stops at the counter")
+	require.ElementsMatch(t, want[3:], page.Addresses)
+	page, err = st.ListDepositAddresses(ctx, page.Next, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, page.Next)
+	require.Empty(t, page.Addresses)
+
+	newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.DerivationIndex = 1000 })
+	page, err = st.ListDepositAddresses(ctx, 5, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, page.Highest)
+	require.EqualValues(t, 6, page.Counter, "newInvoice reserved index 5, then used 1000 instead")
+	require.EqualValues(t, 6, page.Next)
+	require.Empty(t, page.Addresses, "index 5 has no invoice; 1000 is above the counter")
+}
+
+func sortedAddrs(as []common.Address) []common.Address {
+	return slices.SortedFunc(slices.Values(as), func(a, b common.Address) int { return a.Cmp(b) })
 }
 
 func testEarliestBlock(t *testing.T, st store.Store) {

@@ -259,12 +259,12 @@ func testInvoiceTokenTransfersInBlock(t *testing.T, st store.Store) {
 	require.NoError(t, st.InsertBlocks(ctx, blocks, txs))
 	require.NoError(t, st.InsertTokenTransfers(ctx, trs))
 
-	got, err := st.ListInvoiceTokenTransfersInBlock(ctx, 7)
+	got, err := st.ListInvoiceTokenTransfersInBlock(ctx, 7, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	require.Equal(t, []int64{a.ID, b.ID, a.ID}, []int64{got[0].InvoiceID, got[1].InvoiceID, got[2].InvoiceID})
 	require.Equal(t, trs[2], got[1].TokenTransfer)
-	got, err = st.ListInvoiceTokenTransfersInBlock(ctx, 8)
+	got, err = st.ListInvoiceTokenTransfersInBlock(ctx, 8, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, b.ID, got[0].InvoiceID)
@@ -275,7 +275,7 @@ func testInvoiceTokenTransfersInBlock(t *testing.T, st store.Store) {
 		MaxFeeWei: store.NewAmount(1), MaxPriorityFeeWei: store.NewAmount(1), TxHash: txs[4].Hash,
 		RawTx: []byte{1}, Status: store.SweepTxMined, CreatedAt: now(), UpdatedAt: now()}
 	require.NoError(t, st.CreateSweepTx(ctx, &sweep))
-	got, err = st.ListInvoiceTokenTransfersInBlock(ctx, 8)
+	got, err = st.ListInvoiceTokenTransfersInBlock(ctx, 8, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
 }

@@ -48,29 +48,112 @@ func casResult(res interface{ RowsAffected() (int64, error) }, name string) erro
 // block) rather than a join, so that no plan ever scans the invoices; a
 // transaction without value (most of a real chain's: contract calls) pays
 // nothing and is not probed ('0' is how both stores write a zero amount).
+// Recipients outside to are not probed either: the condition on them sits
+// in the probe, so the plan is the same whether to is given or not (the
+// block's range, never a walk of transactions_to).
 // The sweep's own transactions to a deposit address (the gas it sends
 // there before sweeping) are not payments: every one is in sweep_txs before
 // it is broadcast, so none is ever indexed without being recognised.
-func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64) ([]store.InvoiceTx, error) {
+func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64, to []common.Address) ([]store.InvoiceTx, error) {
 	var ts []store.InvoiceTx
-	err := s.selPrepared(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
+	err := s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM transactions t WHERE t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
-		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, number)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, "t.to_address", to, number)
 	return ts, err
 }
 
 // ListInvoiceTokenTransfersInBlock implements store.SettlementStore, the
 // token counterpart of ListInvoiceTxsInBlock.
-func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64) ([]store.InvoiceTokenTransfer, error) {
+func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64, to []common.Address) ([]store.InvoiceTokenTransfer, error) {
 	var ts []store.InvoiceTokenTransfer
-	err := s.selPrepared(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE i.deposit_address = t.to_address) AS invoice_id
+	err := s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM token_transfers t WHERE t.block_number = ?
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.tx_hash)
-		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, number)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, "t.to_address", to, number)
 	return ts, err
+}
+
+// selRecipients runs q, whose %s is where a condition on the recipient
+// column col goes (with its AND), restricted to the recipients to (nil:
+// unrestricted; empty: nothing to find). On PostgreSQL the condition is
+// one bytea[] parameter, so the text never varies and is prepared; SQLite
+// expands the list. The condition's parameter comes first, then args.
+func (s *Store) selRecipients(ctx context.Context, dest any, q, col string, to []common.Address, args ...any) error {
+	switch {
+	case to == nil:
+		return s.selPrepared(ctx, dest, fmt.Sprintf(q, ""), args...)
+	case len(to) == 0:
+		return nil
+	case s.d.Array != nil:
+		addrs := make([][]byte, len(to))
+		for i := range to {
+			addrs[i] = to[i].Bytes()
+		}
+		return s.selPrepared(ctx, dest, fmt.Sprintf(q, col+" = ANY(?::bytea[]) AND"), append([]any{byteaArray(addrs)}, args...)...)
+	}
+	return s.selIn(ctx, dest, fmt.Sprintf(q, col+" IN (?) AND"), append([]any{to}, args...)...)
+}
+
+// ListBlockRecipients implements store.SettlementStore. On PostgreSQL the
+// recipients come back as one bytea of 20 bytes each (string_agg): a
+// block's thousand recipients read as rows cost settlement more CPU in the
+// driver than the index probes the list saves. An address may repeat.
+func (s *Store) ListBlockRecipients(ctx context.Context, number uint64) ([]common.Address, error) {
+	const recipients = `SELECT to_address AS a FROM transactions
+			WHERE block_number = ? AND to_address IS NOT NULL AND value_wei <> '0'
+		UNION ALL SELECT to_address FROM token_transfers WHERE block_number = ?`
+	if s.d.Name != "postgres" {
+		var to []common.Address
+		err := s.selPrepared(ctx, &to, recipients, number, number)
+		return to, err
+	}
+	var packed []byte
+	if err := s.getPrepared(ctx, &packed, `SELECT COALESCE(string_agg(a, ''::bytea), ''::bytea) FROM (`+recipients+`) r`,
+		number, number); err != nil {
+		return nil, err
+	}
+	if len(packed)%common.AddressLength != 0 {
+		return nil, fmt.Errorf("block %d recipients: %d bytes is not a whole number of addresses", number, len(packed))
+	}
+	to := make([]common.Address, len(packed)/common.AddressLength)
+	for i := range to {
+		copy(to[i][:], packed[i*common.AddressLength:])
+	}
+	return to, nil
+}
+
+// ListDepositAddresses implements store.SettlementStore: one statement,
+// so one snapshot on PostgreSQL (a transaction's on SQLite). The left join
+// yields the counter's row even when the page is empty.
+func (s *Store) ListDepositAddresses(ctx context.Context, from uint32, n int) (store.DepositAddresses, error) {
+	var rows []struct {
+		Counter int64           `db:"counter"`
+		Highest int64           `db:"highest"`
+		Address *common.Address `db:"deposit_address"`
+	}
+	end := int64(from) + int64(limit(n, 100_000, 1_000_000))
+	err := s.selPrepared(ctx, &rows, `SELECT c.value AS counter, m.highest, i.deposit_address
+		FROM counters c
+		CROSS JOIN (SELECT COALESCE(MAX(derivation_index), -1) AS highest FROM invoices) m
+		LEFT JOIN invoices i ON i.derivation_index >= ? AND i.derivation_index < ? AND i.derivation_index < c.value
+		WHERE c.name = 'derivation_index'`, int64(from), end)
+	if err != nil {
+		return store.DepositAddresses{}, err
+	}
+	if len(rows) == 0 {
+		return store.DepositAddresses{}, fmt.Errorf("%w: the derivation_index counter", store.ErrNotFound)
+	}
+	page := store.DepositAddresses{Counter: uint32(rows[0].Counter), Highest: rows[0].Highest,
+		Next: uint32(max(int64(from), min(end, rows[0].Counter)))}
+	for _, r := range rows {
+		if r.Address != nil {
+			page.Addresses = append(page.Addresses, *r.Address)
+		}
+	}
+	return page, nil
 }
 
 // EarliestBlock implements store.SettlementStore.
