@@ -301,23 +301,24 @@ func readBody(buf []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 	}
 }
 
-// roundTrip sends body to the node (body is written before roundTrip
-// returns and may be reused afterwards).
-func (p *Proxy) roundTrip(ctx context.Context, body []byte) (*http.Response, error) {
+// roundTrip sends body to the node for r (body is written before roundTrip
+// returns and may be reused afterwards). The exchange is bounded by
+// UpstreamTimeout, as a deadline on the node's connection (a context with
+// a timeout per request cost a timer and a cancellation registration),
+// and ends early when r's client goes away.
+func (p *Proxy) roundTrip(r *http.Request, body []byte) (*upResponse, error) {
 	start := time.Now()
-	resp, err := p.up.roundTrip(ctx, body)
+	resp, err := p.up.roundTrip(r.Context(), start.Add(p.cfg.UpstreamTimeout), body)
 	p.m.latency.Observe(time.Since(start).Seconds())
 	return resp, err
 }
 
 // upstreamError maps a failed round trip to the proxy's answer.
-func upstreamError(r *http.Request, ctx context.Context, err error) (*rpcError, outcome) {
+func upstreamError(r *http.Request, err error) (*rpcError, outcome) {
 	switch {
 	case r.Context().Err() != nil:
 		return nil, outcomeCanceled
-	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		// The upstream connection's deadline is ctx's: it may fire a
-		// moment before ctx's own timer does.
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		return errUpstreamSlow, outcomeUpstreamTimeout
 	}
 	return errUpstreamDown, outcomeUpstreamUnavailable
@@ -326,35 +327,32 @@ func upstreamError(r *http.Request, ctx context.Context, err error) (*rpcError, 
 // forwardWhole sends the request body unchanged and streams the node's
 // answer back.
 func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqState, batch bool) {
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
-	defer cancel()
 	body := st.body
-	resp, err := p.roundTrip(ctx, body)
+	resp, err := p.roundTrip(r, body)
 	if err != nil {
-		p.failUpstream(w, r, ctx, st, body, batch, err)
+		p.failUpstream(w, r, st, body, batch, err)
 		return
 	}
-	defer resp.Body.Close()
+	defer resp.body.Close()
 	h := w.Header()
-	if ct := resp.Header["Content-Type"]; len(ct) > 0 {
-		h["Content-Type"] = ct
-	} else {
-		h["Content-Type"] = headerJSON
+	h["Content-Type"] = headerJSON
+	if resp.contentType != nil {
+		h["Content-Type"] = resp.contentType
 	}
-	if cl := resp.Header["Content-Length"]; len(cl) > 0 {
-		h["Content-Length"] = cl
+	if resp.contentLength != nil {
+		h["Content-Length"] = resp.contentLength
 	}
-	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	w.WriteHeader(resp.status)
+	if _, err := io.Copy(w, resp.body); err != nil {
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "rpcproxy: streaming response", slog.String("error", err.Error()))
 	}
-	p.m.request(resp.StatusCode)
+	p.m.request(resp.status)
 	p.countCallsIn(st.calls, body)
 }
 
 // failUpstream answers every call of a request whose round trip failed.
-func (p *Proxy) failUpstream(w http.ResponseWriter, r *http.Request, ctx context.Context, st *reqState, body []byte, batch bool, err error) {
-	e, o := upstreamError(r, ctx, err)
+func (p *Proxy) failUpstream(w http.ResponseWriter, r *http.Request, st *reqState, body []byte, batch bool, err error) {
+	e, o := upstreamError(r, err)
 	for i := range st.calls {
 		c := &st.calls[i]
 		if c.outcome == outcomeForwarded {
@@ -404,23 +402,21 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	}
 	fwd = append(fwd, ']')
 
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
-	defer cancel()
-	resp, err := p.roundTrip(ctx, fwd)
+	resp, err := p.roundTrip(r, fwd)
 	if err != nil {
-		p.failUpstream(w, r, ctx, st, body, true, err)
+		p.failUpstream(w, r, st, body, true, err)
 		return
 	}
-	up, err := readBody(st.up[:0], resp.Body, resp.ContentLength, p.cfg.MaxResponseBytes)
-	resp.Body.Close()
+	up, err := readBody(st.up[:0], resp.body, resp.length, p.cfg.MaxResponseBytes)
+	resp.body.Close()
 	st.up = up
 	if err != nil {
 		e, o := errUpstreamBad, outcomeUpstreamBadResponse
 		if !errors.Is(err, errTooLarge) {
-			e, o = upstreamError(r, ctx, err)
+			e, o = upstreamError(r, err)
 		}
 		if o == outcomeCanceled {
-			p.failUpstream(w, r, ctx, st, body, true, err)
+			p.failUpstream(w, r, st, body, true, err)
 			return
 		}
 		for i := range st.calls {

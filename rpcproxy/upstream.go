@@ -2,13 +2,16 @@ package rpcproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -39,9 +42,42 @@ type upstream struct {
 // upConn is one keep-alive connection to the node.
 type upConn struct {
 	c         net.Conn
-	br        *bufio.Reader
-	buf       []byte    // the request being written
-	idleSince time.Time // when it went back to the pool
+	br        *bufio.Reader // reads through Read below
+	buf       []byte        // the request being written
+	idleSince time.Time     // when it went back to the pool
+
+	// The exchange under way: its client's context and its deadline.
+	ctx      context.Context
+	deadline time.Time
+}
+
+// cancelPoll is how often a read waiting for the node checks whether the
+// client went away.
+const cancelPoll = 100 * time.Millisecond
+
+// Read reads from the node until the exchange's deadline, waking every
+// cancelPoll to end early when the client has gone away (its request
+// context is done). A context.AfterFunc per request did the same at once,
+// but registering it with the request's context cost a seventh of the
+// proxy's own CPU (BENCHMARKS.md); a call answered within cancelPoll, which
+// is nearly every call, costs one read deadline this way.
+func (uc *upConn) Read(p []byte) (int, error) {
+	for {
+		until := uc.deadline
+		if poll := time.Now().Add(cancelPoll); poll.Before(until) {
+			until = poll
+		}
+		if err := uc.c.SetReadDeadline(until); err != nil {
+			return 0, err
+		}
+		n, err := uc.c.Read(p)
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !until.Before(uc.deadline) {
+			return n, err
+		}
+		if err := uc.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // idleTimeout closes a pooled connection unused for this long (as
@@ -75,17 +111,29 @@ func newUpstream(u *url.URL, auth []string, maxIdle int) *upstream {
 	return up
 }
 
+// upResponse is what the proxy uses of the node's answer.
+type upResponse struct {
+	status int
+	// contentType and contentLength are the headers as the node sent them
+	// (nil when absent), ready for the client's header map.
+	contentType, contentLength []string
+	// length is the body's length, -1 when not known in advance.
+	length int64
+	body   *upBody
+}
+
 // roundTrip posts body and returns the node's answer. The caller must close
 // the response body; reading it to the end (or closing it after a complete
-// read) returns the connection to the pool. ctx bounds the whole exchange,
-// the body included.
-func (up *upstream) roundTrip(ctx context.Context, body []byte) (*http.Response, error) {
+// read) returns the connection to the pool. The exchange, the body
+// included, ends at deadline, or when ctx (the client's request) is
+// cancelled.
+func (up *upstream) roundTrip(ctx context.Context, deadline time.Time, body []byte) (*upResponse, error) {
 	for attempt := 0; ; attempt++ {
-		uc, reused, err := up.get(ctx)
+		uc, reused, err := up.get(ctx, deadline)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := up.exchange(ctx, uc, body)
+		resp, err := up.exchange(ctx, deadline, uc, body)
 		if err == nil {
 			return resp, nil
 		}
@@ -111,17 +159,11 @@ func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &oe)
 }
 
-// longAgo is a deadline in the past: it interrupts a blocked read or write.
-var longAgo = time.Unix(1, 0)
-
-func (up *upstream) exchange(ctx context.Context, uc *upConn, body []byte) (*http.Response, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		if err := uc.c.SetDeadline(dl); err != nil {
-			return nil, err
-		}
+func (up *upstream) exchange(ctx context.Context, deadline time.Time, uc *upConn, body []byte) (*upResponse, error) {
+	uc.ctx, uc.deadline = ctx, deadline
+	if err := uc.c.SetWriteDeadline(deadline); err != nil {
+		return nil, err
 	}
-	// A cancelled caller interrupts the exchange wherever it blocks.
-	stop := context.AfterFunc(ctx, func() { _ = uc.c.SetDeadline(longAgo) })
 	uc.buf = append(uc.buf[:0], up.head...)
 	uc.buf = strconv.AppendInt(uc.buf, int64(len(body)), 10)
 	uc.buf = append(uc.buf, "\r\n\r\n"...)
@@ -134,34 +176,189 @@ func (up *upstream) exchange(ctx context.Context, uc *upConn, body []byte) (*htt
 		_, err = bufs.WriteTo(uc.c)
 	}
 	if err == nil {
-		var resp *http.Response
-		resp, err = http.ReadResponse(uc.br, nil)
-		if err == nil {
-			resp.Body = &upBody{rc: resp.Body, up: up, uc: uc, stop: stop, keep: !resp.Close}
+		resp := &upResponse{body: &upBody{up: up, uc: uc}}
+		if err = readResponse(uc.br, resp); err == nil {
 			return resp, nil
 		}
 	}
-	stop()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	return nil, err
 }
 
-// upBody returns its connection to the pool when it has been read to the
-// end and closed.
+// errBadResponse is an answer that is not the HTTP/1.x this client reads.
+var errBadResponse = errors.New("rpcproxy: malformed response from the node")
+
+// readResponse reads the status line and headers of the node's answer
+// from br and frames its body. net/http's ReadResponse builds a header map
+// and a Response for every answer, a sixth of the proxy's own CPU per
+// request in the profile (BENCHMARKS.md); the proxy needs four headers:
+// Content-Type and Content-Length, which it forwards, and Transfer-Encoding
+// and Connection, which frame the body and say whether the connection can
+// be reused. Informational (1xx) answers are skipped.
+func readResponse(br *bufio.Reader, r *upResponse) error {
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return err
+		}
+		// "HTTP/1.1 200 OK": version, status code, reason (optional).
+		if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
+			return errBadResponse
+		}
+		status, ok := atoi(line[9:12])
+		if !ok || status < 100 {
+			return errBadResponse
+		}
+		http10 := line[7] == '0'
+		keep := !http10 // HTTP/1.1 keeps the connection unless told otherwise
+		r.status, r.contentType, r.contentLength, r.length = status, nil, nil, -1
+		chunked := false
+		for {
+			line, err = readLine(br)
+			if err != nil {
+				return err
+			}
+			if len(line) == 0 {
+				break
+			}
+			colon := bytes.IndexByte(line, ':')
+			if colon <= 0 {
+				return errBadResponse
+			}
+			name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
+			switch {
+			case bytes.EqualFold(name, []byte("Content-Length")):
+				n, ok := atoi(value)
+				if !ok || r.length >= 0 && int64(n) != r.length {
+					return errBadResponse
+				}
+				r.length, r.contentLength = int64(n), []string{string(value)}
+			case bytes.EqualFold(name, []byte("Content-Type")):
+				r.contentType = headerJSON
+				if string(value) != headerJSON[0] {
+					r.contentType = []string{string(value)}
+				}
+			case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+				if !bytes.EqualFold(value, []byte("chunked")) {
+					return errBadResponse // the node sends no other coding: nothing asked for one
+				}
+				chunked = true
+			case bytes.EqualFold(name, []byte("Connection")):
+				for _, tok := range bytes.Split(value, []byte(",")) {
+					switch tok = bytes.TrimSpace(tok); {
+					case bytes.EqualFold(tok, []byte("close")):
+						keep = false
+					case bytes.EqualFold(tok, []byte("keep-alive")) && http10:
+						keep = true
+					}
+				}
+			}
+		}
+		if status < 200 {
+			continue // 100 Continue and the like: the answer follows
+		}
+		b := r.body
+		b.keep = keep
+		switch {
+		case status == http.StatusNoContent || status == http.StatusNotModified:
+			r.length, r.contentLength = 0, nil
+			b.left = 0
+		case chunked:
+			r.length, r.contentLength = -1, nil
+			b.chunked = httputil.NewChunkedReader(br)
+		case r.length >= 0:
+			b.left = r.length
+		default:
+			b.left, b.keep = -1, false // the body ends when the node closes
+		}
+		return nil
+	}
+}
+
+// readLine returns the next line of br without its line ending; the slice
+// is valid until the next read.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, errBadResponse // a header line longer than the buffer
+		}
+		return nil, err
+	}
+	return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), nil
+}
+
+// atoi parses a decimal of 1 to 18 digits.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// upBody is the node's answer's body, framed by its length, by chunks or
+// by the end of the connection. It returns its connection to the pool when
+// it has been read to the end and closed.
 type upBody struct {
-	rc   io.ReadCloser
-	up   *upstream
-	uc   *upConn
-	stop func() bool
-	keep bool // the node did not ask to close
-	eof  bool
-	done bool
+	up      *upstream
+	uc      *upConn
+	chunked io.Reader // non-nil: the body is chunked
+	left    int64     // bytes of a body of known length still to read; -1: until the connection ends
+	keep    bool      // the node did not ask to close
+	eof     bool
+	done    bool
 }
 
 func (b *upBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
+	if b.eof {
+		return 0, io.EOF
+	}
+	switch {
+	case b.chunked != nil:
+		n, err := b.chunked.Read(p)
+		if err == io.EOF {
+			// The last chunk may be followed by trailer fields, then an
+			// empty line: read them so the connection is clean.
+			for {
+				line, terr := readLine(b.uc.br)
+				if terr != nil {
+					return n, terr
+				}
+				if len(line) == 0 {
+					break
+				}
+			}
+			b.eof = true
+		}
+		return n, err
+	case b.left == 0:
+		b.eof = true
+		return 0, io.EOF
+	case b.left > 0:
+		if int64(len(p)) > b.left {
+			p = p[:b.left]
+		}
+		n, err := b.uc.br.Read(p)
+		b.left -= int64(n)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if b.left == 0 && err == nil {
+			b.eof = true
+			err = io.EOF
+		}
+		return n, err
+	}
+	n, err := b.uc.br.Read(p)
 	if err == io.EOF {
 		b.eof = true
 	}
@@ -173,20 +370,15 @@ func (b *upBody) Close() error {
 		return nil
 	}
 	b.done = true
-	err := b.rc.Close()
-	// stop reports false when the cancellation already poisoned the
-	// connection's deadline: such a connection is not reused.
-	if b.stop() && b.keep && b.eof && err == nil && b.uc.br.Buffered() == 0 {
-		if b.uc.c.SetDeadline(time.Time{}) == nil {
-			b.up.put(b.uc)
-			return nil
-		}
+	b.uc.ctx = nil
+	if b.keep && b.eof && b.uc.br.Buffered() == 0 {
+		b.up.put(b.uc) // the next exchange sets its own deadlines
+		return nil
 	}
-	b.uc.c.Close()
-	return err
+	return b.uc.c.Close()
 }
 
-func (up *upstream) get(ctx context.Context) (uc *upConn, reused bool, err error) {
+func (up *upstream) get(ctx context.Context, deadline time.Time) (uc *upConn, reused bool, err error) {
 	up.mu.Lock()
 	for n := len(up.idle); n > 0; n = len(up.idle) {
 		uc = up.idle[n-1]
@@ -203,6 +395,8 @@ func (up *upstream) get(ctx context.Context) (uc *upConn, reused bool, err error
 	}
 	up.mu.Unlock()
 	var c net.Conn
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	if up.tls != nil {
 		d := tls.Dialer{NetDialer: &up.dialer, Config: up.tls}
 		c, err = d.DialContext(ctx, "tcp", up.addr)
@@ -212,7 +406,9 @@ func (up *upstream) get(ctx context.Context) (uc *upConn, reused bool, err error
 	if err != nil {
 		return nil, false, err
 	}
-	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096), buf: make([]byte, 0, 512)}, false, nil
+	uc = &upConn{c: c, buf: make([]byte, 0, 512)}
+	uc.br = bufio.NewReaderSize(uc, 4096)
+	return uc, false, nil
 }
 
 func (up *upstream) put(uc *upConn) {
