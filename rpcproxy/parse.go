@@ -381,9 +381,11 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// parseIndex parses a non-negative decimal integer (an id the proxy wrote).
-func parseIndex(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 9 {
+// parseDigits parses a non-negative decimal integer of at most maxDigits
+// digits (no sign, no leading space): an id the proxy wrote, a status code,
+// a Content-Length.
+func parseDigits(b []byte, maxDigits int) (int, bool) {
+	if len(b) == 0 || len(b) > maxDigits {
 		return 0, false
 	}
 	n := 0

@@ -487,7 +487,7 @@ func matchResponses(up []byte, calls []call) []byte {
 		if o.idStart < 0 {
 			continue
 		}
-		n, ok := parseIndex(up[o.idStart:o.idEnd])
+		n, ok := parseDigits(up[o.idStart:o.idEnd], 9)
 		if !ok || n >= len(calls) {
 			continue
 		}

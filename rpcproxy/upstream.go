@@ -207,7 +207,7 @@ func readResponse(br *bufio.Reader, r *upResponse) error {
 		if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
 			return errBadResponse
 		}
-		status, ok := atoi(line[9:12])
+		status, ok := parseDigits(line[9:12], 3)
 		if !ok || status < 100 {
 			return errBadResponse
 		}
@@ -230,7 +230,7 @@ func readResponse(br *bufio.Reader, r *upResponse) error {
 			name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
 			switch {
 			case bytes.EqualFold(name, []byte("Content-Length")):
-				n, ok := atoi(value)
+				n, ok := parseDigits(value, 18)
 				if !ok || r.length >= 0 && int64(n) != r.length {
 					return errBadResponse
 				}
@@ -288,21 +288,6 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), nil
-}
-
-// atoi parses a decimal of 1 to 18 digits.
-func atoi(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
 }
 
 // upBody is the node's answer's body, framed by its length, by chunks or

@@ -349,8 +349,9 @@ func runExplain(ctx context.Context, dbURL string) error {
 // runMigrate applies the pending migrations (what `payd migrate` does)
 // while other connections write, one at a time with 5 ms pauses: one
 // updates random invoices, one inserts a transaction (rolled back, leaving
-// the data as it was) as the indexer would, one updates random sweep
-// transactions (when there are any). It reports how long the
+// the data as it was) as the indexer would, and one each updates random
+// sweep transactions and webhook deliveries (when there are any). It
+// reports how long the
 // migration took and the longest single write to each table meanwhile: a
 // migration that locks a table shows as a write as long as the lock.
 func runMigrate(ctx context.Context, dbURL string) error {
@@ -359,59 +360,48 @@ func runMigrate(ctx context.Context, dbURL string) error {
 		return err
 	}
 	defer st.Close()
-	sz, err := sizesIn(ctx, st)
+	if _, err := sizesIn(ctx, st); err != nil {
+		return err
+	}
+	db := st.DB().DB
+	type writer struct {
+		table string
+		write func() error
+	}
+	// touch updates the updated_at of a random row of table, ids 1 to its
+	// highest (no writer for an empty table).
+	touch := func(table string, seed uint64) ([]writer, error) {
+		var hi int
+		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM `+table).Scan(&hi); err != nil || hi == 0 {
+			return nil, err
+		}
+		r := rand.New(rand.NewPCG(seed, seed+1))
+		return []writer{{table, func() error {
+			_, err := db.ExecContext(ctx, `UPDATE `+table+` SET updated_at = now() WHERE id = $1`, 1+r.IntN(hi))
+			return err
+		}}}, nil
+	}
+	writers, err := touch("invoices", 5)
 	if err != nil {
 		return err
 	}
-	r := rand.New(rand.NewPCG(5, 6))
-	db := st.DB().DB
-	writers := []struct {
-		table string
-		write func() error
-	}{
-		{"invoices", func() error {
-			_, err := db.ExecContext(ctx, `UPDATE invoices SET updated_at = now() WHERE id = $1`, 1+r.IntN(sz.invoices))
+	writers = append(writers, writer{"transactions", func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
 			return err
-		}},
-		{"transactions", func() error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			_, err = tx.ExecContext(ctx, `INSERT INTO transactions (hash, block_number, block_hash, tx_index,
+		}
+		defer tx.Rollback()
+		_, err = tx.ExecContext(ctx, `INSERT INTO transactions (hash, block_number, block_hash, tx_index,
 				from_address, to_address, value_wei, nonce, gas, type, input)
 				VALUES ($1, 0, $2, 0, $3, $4, 0, 0, 21000, 2, '')`, randomBytes(32), randomBytes(32), randomBytes(20), randomBytes(20))
-			return err
-		}},
-	}
-	var sweeps int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM sweep_txs`).Scan(&sweeps); err != nil {
 		return err
-	}
-	if sweeps > 0 {
-		rs := rand.New(rand.NewPCG(7, 8))
-		writers = append(writers, struct {
-			table string
-			write func() error
-		}{"sweep_txs", func() error {
-			_, err := db.ExecContext(ctx, `UPDATE sweep_txs SET updated_at = now() WHERE id = $1`, 1+rs.IntN(sweeps))
+	}})
+	for i, table := range []string{"sweep_txs", "webhook_deliveries"} {
+		w, err := touch(table, uint64(7+2*i))
+		if err != nil {
 			return err
-		}})
-	}
-	var deliveries int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM webhook_deliveries`).Scan(&deliveries); err != nil {
-		return err
-	}
-	if deliveries > 0 {
-		rd := rand.New(rand.NewPCG(9, 10))
-		writers = append(writers, struct {
-			table string
-			write func() error
-		}{"webhook_deliveries", func() error {
-			_, err := db.ExecContext(ctx, `UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1`, 1+rd.IntN(deliveries))
-			return err
-		}})
+		}
+		writers = append(writers, w...)
 	}
 	type result struct {
 		writes  int
