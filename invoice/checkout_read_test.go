@@ -2,6 +2,7 @@ package invoice_test
 
 import (
 	"fmt"
+	"math/big"
 	"net/http"
 	"testing"
 
@@ -110,11 +111,11 @@ func TestPublicInvoice_Confirmations_BlocksOnTopOfTheLatestPayment(t *testing.T)
 		require.EqualValues(t, 0, conf(), "no payment")
 
 		block := func(n uint64) {
-			require.NoError(t, e.st.InsertBlocks(ctx, []store.Block{{Number: n, Hash: common.BigToHash(common.Big1.SetUint64(n + 1000)),
+			require.NoError(t, e.st.InsertBlocks(ctx, []store.Block{{Number: n, Hash: common.BigToHash(new(big.Int).SetUint64(n + 1000)),
 				Timestamp: n, IndexedAt: t0}}, nil))
 		}
 		pay := func(n uint64, wei string) {
-			require.NoError(t, e.st.InsertPayment(ctx, &store.Payment{InvoiceID: inv.ID, TxHash: common.BigToHash(common.Big1.SetUint64(n)),
+			require.NoError(t, e.st.InsertPayment(ctx, &store.Payment{InvoiceID: inv.ID, TxHash: common.BigToHash(new(big.Int).SetUint64(n)),
 				LogIndex: store.NativeLogIndex, BlockNumber: n, AmountWei: store.MustParseAmount(wei), CreatedAt: t0}))
 		}
 		stored, err := e.st.GetInvoice(ctx, inv.ID)
