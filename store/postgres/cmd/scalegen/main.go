@@ -179,6 +179,10 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		d := time.Since(t)
+		if rows == 0 { // a step that counts its own rows (sweep_txs) or has none (ANALYZE)
+			log.Printf("%-22s done in %s", what, d.Round(time.Millisecond))
+			return nil
+		}
 		log.Printf("%-22s %10d rows in %8s (%.0f rows/s)", what, rows, d.Round(time.Millisecond), float64(rows)/d.Seconds())
 		return nil
 	}
