@@ -181,14 +181,21 @@ func (tb *tab) view() view {
 }
 
 // until polls the page until cond holds and returns the view that held.
+// It polls in the test's own goroutine (not require.Eventually's), so a
+// slow poll still running at the deadline cannot race the failure message
+// and a failed read can stop the test.
 func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) view {
 	tb.t.Helper()
 	var last view
-	require.Eventually(tb.t, func() bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
 		last = tb.view()
-		return cond(last)
-	}, within, 100*time.Millisecond, "the page never showed %s; last: %+v", what, &last)
-	return last
+		if cond(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("the page never showed %s within %v; last: %+v", what, within, last)
+		}
+	}
 }
 
 // qr screenshots the QR image and decodes it.
@@ -199,13 +206,22 @@ func (tb *tab) qr() string {
 	return text
 }
 
-// untilQR polls the page until its QR code decodes to want.
+// untilQR polls the page until its QR code decodes to want. A screenshot
+// and its decoding take seconds on a loaded two-core machine, hence the
+// generous budget; the failure says what the last try saw.
 func (tb *tab) untilQR(what, want string) {
 	tb.t.Helper()
-	tb.until(what, 10*time.Second, func(view) bool {
-		text, err := tb.tryQR()
-		return err == nil && text == want
-	})
+	const within = 45 * time.Second
+	var text string
+	var err error
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		if text, err = tb.tryQR(); err == nil && text == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("the page never showed %s within %v; last QR: %q, error: %v", what, within, text, err)
+		}
+	}
 }
 
 // tryQR is qr for a poll: a QR image being swapped for another may be
