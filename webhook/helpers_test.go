@@ -311,14 +311,20 @@ func deliveryOf(t testing.TB, st store.Store, ev store.Event) store.Delivery {
 // waitDelivery polls a delivery until cond holds and returns it.
 func waitDelivery(t testing.TB, st store.Store, id int64, what string, cond func(store.Delivery) bool) store.Delivery {
 	t.Helper()
-	var d store.Delivery
-	require.Eventually(t, func() bool {
-		var err error
-		d, err = st.GetDelivery(ctx, id)
+	// Polled here rather than in require.Eventually, whose message
+	// arguments are evaluated before the first poll (the "last seen" was
+	// always the zero value) and whose poll goroutine may still be writing
+	// at the deadline.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		d, err := st.GetDelivery(ctx, id)
 		require.NoError(t, err)
-		return cond(d)
-	}, 15*time.Second, 5*time.Millisecond, "delivery %d: %s; last seen %+v", id, what, d)
-	return d
+		if cond(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery %d: %s; last seen %+v", id, what, d)
+		}
+	}
 }
 
 func attempted(n int) func(store.Delivery) bool {

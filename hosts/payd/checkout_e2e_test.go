@@ -181,21 +181,14 @@ func (tb *tab) view() view {
 }
 
 // until polls the page until cond holds and returns the view that held.
-// It polls in the test's own goroutine (not require.Eventually's), so a
-// slow poll still running at the deadline cannot race the failure message
-// and a failed read can stop the test.
 func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) view {
 	tb.t.Helper()
 	var last view
-	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+	waitUntil(tb.t, within, 100*time.Millisecond, func() bool {
 		last = tb.view()
-		if cond(last) {
-			return last
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("the page never showed %s within %v; last: %+v", what, within, last)
-		}
-	}
+		return cond(last)
+	}, func() string { return fmt.Sprintf("the page never showed %s; last: %+v", what, last) })
+	return last
 }
 
 // qr screenshots the QR image and decodes it.
@@ -211,17 +204,12 @@ func (tb *tab) qr() string {
 // generous budget; the failure says what the last try saw.
 func (tb *tab) untilQR(what, want string) {
 	tb.t.Helper()
-	const within = 45 * time.Second
 	var text string
 	var err error
-	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-		if text, err = tb.tryQR(); err == nil && text == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("the page never showed %s within %v; last QR: %q, error: %v", what, within, text, err)
-		}
-	}
+	waitUntil(tb.t, 45*time.Second, 100*time.Millisecond, func() bool {
+		text, err = tb.tryQR()
+		return err == nil && text == want
+	}, func() string { return fmt.Sprintf("the page never showed %s; last QR: %q, error: %v", what, text, err) })
 }
 
 // tryQR is qr for a poll: a QR image being swapped for another may be

@@ -163,6 +163,19 @@ var (
 	secretRe = regexp.MustCompile(`webhook_secret\s+(whsec_[A-Za-z0-9+/=]+)`)
 )
 
+// waitUntil polls cond every tick until it holds, in the test's own
+// goroutine: unlike require.Eventually, a poll still running at the
+// deadline cannot race the failure message, which failure builds from what
+// the polls saw, and a poll may stop the test itself.
+func waitUntil(t *testing.T, within, tick time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(tick) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, failure())
+		}
+	}
+}
+
 // payFlow creates an invoice, pays it with `payd pay`, and follows it to
 // SETTLED, checking the settlement address and the webhooks on the way.
 func payFlow(t *testing.T, ctx context.Context, api apiClient, chainAddr string, recv *receiver) {
@@ -188,7 +201,7 @@ func payFlow(t *testing.T, ctx context.Context, api apiClient, chainAddr string,
 	require.Regexp(t, `^0x[0-9a-f]{64}\n$`, payOut.String(), "payd pay prints the transaction hash")
 
 	seen := map[string]time.Duration{}
-	require.Eventually(t, func() bool {
+	waitUntil(t, 150*time.Second, 250*time.Millisecond, func() bool {
 		_, got := api.do("GET", fmt.Sprintf("/v1/invoices/%d", id), nil, nil)
 		s, _ := got["status"].(string)
 		if _, ok := seen[s]; !ok {
@@ -196,7 +209,7 @@ func payFlow(t *testing.T, ctx context.Context, api apiClient, chainAddr string,
 			t.Logf("invoice %d is %s after %s (sweep %v)", id, s, seen[s].Round(100*time.Millisecond), got["sweep_status"])
 		}
 		return s == "SETTLED"
-	}, 150*time.Second, 250*time.Millisecond, "invoice never settled; statuses seen: %v", seen)
+	}, func() string { return fmt.Sprintf("invoice never settled; statuses seen: %v", seen) })
 	require.Contains(t, seen, "CONFIRMED", "the invoice went through CONFIRMED")
 
 	_, got := api.do("GET", fmt.Sprintf("/v1/invoices/%d", id), nil, nil)

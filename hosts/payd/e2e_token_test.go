@@ -55,7 +55,7 @@ func tokenPayFlow(t *testing.T, ctx context.Context, api apiClient, chainAddr, b
 	require.Regexp(t, `^0x[0-9a-f]{64}\n$`, payOut.String())
 
 	seen := map[string]bool{}
-	require.Eventually(t, func() bool {
+	waitUntil(t, 150*time.Second, 250*time.Millisecond, func() bool {
 		_, got := api.do("GET", fmt.Sprintf("/v1/invoices/%d", id), nil, nil)
 		s, _ := got["status"].(string)
 		if !seen[s] {
@@ -63,7 +63,7 @@ func tokenPayFlow(t *testing.T, ctx context.Context, api apiClient, chainAddr, b
 			t.Logf("token invoice %d is %s (sweep %v, paid %v)", id, s, got["sweep_status"], got["paid"])
 		}
 		return s == "SETTLED"
-	}, 150*time.Second, 250*time.Millisecond, "token invoice never settled; statuses seen: %v", seen)
+	}, func() string { return fmt.Sprintf("token invoice never settled; statuses seen: %v", seen) })
 	require.True(t, seen["CONFIRMED"], "went through CONFIRMED")
 
 	_, got := api.do("GET", fmt.Sprintf("/v1/invoices/%d", id), nil, nil)
