@@ -269,7 +269,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	t.Run("Pending_ShowsAmountAddressNetworkAndAQRDecodingToThePaymentURI", func(t *testing.T) {
 		inv := dev.create(map[string]any{"amount_wei": "500000000000000000", "order_id": "A-17", "description": "Two coffees"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
-		v := tb.until("the pending invoice with its QR code", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		v := tb.until("the pending invoice with its QR code", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, []string{"details", "pay"}, v.Shown)
 		require.Equal(t, "demo", v.Merchant)
 		require.Equal(t, "Two coffees", v.Description)
@@ -295,7 +295,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		}
 		require.Equal(t, []string{"copy-address", "copy-amount", "open-wallet", "pay-browser"}, focused)
 		require.NoError(t, chromedp.Run(tb.ctx, chromedp.KeyEvent(kb.Enter)))
-		v = tb.until("the no-wallet message", 5*time.Second, func(v view) bool { return v.WalletMsg != "" })
+		v = tb.until("the no-wallet message", 30*time.Second, func(v view) bool { return v.WalletMsg != "" })
 		require.Equal(t, "No browser wallet found. Install one, or scan the QR code with a wallet app.", v.WalletMsg)
 		tb.screenshot("pending", 360)
 		tb.screenshot("pending", 1280)
@@ -304,7 +304,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	t.Run("Payment_PendingToSeenToConfirmationsToSettled_WithoutReload", func(t *testing.T) {
 		inv := dev.create(map[string]any{"amount_wei": "750000000000000001", "redirect_url": "https://shop.example/orders/A-18?paid=1"})
 		tb := br.open(t, inv["checkout_url"].(string), 1280)
-		tb.until("pending", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, "0.750000000000000001", tb.view().Amount)
 		paidAt := time.Now()
 		dev.pay(inv, "750000000000000001")
@@ -339,15 +339,15 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		w := newTestWallet(t, dev)
 		tb := br.open(t, inv["checkout_url"].(string), 360, w.install()...)
 		w.attach(tb.ctx)
-		tb.until("pending", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
 
 		w.rejectNext.Store(true)
 		tb.click("#pay-browser")
-		v := tb.until("the rejection", 10*time.Second, func(v view) bool { return v.WalletMsg != "" && !strings.HasSuffix(v.WalletMsg, "…") })
+		v := tb.until("the rejection", 30*time.Second, func(v view) bool { return v.WalletMsg != "" && !strings.HasSuffix(v.WalletMsg, "…") })
 		require.Equal(t, "You rejected the request in your wallet. Nothing was sent.", v.WalletMsg)
 
 		tb.click("#pay-browser")
-		v = tb.until("the transaction sent", 20*time.Second, func(v view) bool { return strings.HasPrefix(v.WalletMsg, "Transaction sent") })
+		v = tb.until("the transaction sent", 30*time.Second, func(v view) bool { return strings.HasPrefix(v.WalletMsg, "Transaction sent") })
 		calls := w.calls()
 		require.Equal(t, []string{"eth_requestAccounts", "wallet_switchEthereumChain", "wallet_addEthereumChain", "eth_sendTransaction",
 			"eth_requestAccounts", "wallet_switchEthereumChain", "wallet_addEthereumChain", "eth_sendTransaction"}, calls)
@@ -368,7 +368,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	t.Run("Underpaid_ShowsTheRemainderWithAQRForExactlyIt", func(t *testing.T) {
 		inv := dev.create(map[string]any{"amount_wei": "1000000000000000000"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
-		tb.until("pending", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		dev.pay(inv, "400000000000000000")
 		v := tb.until("the remainder", 30*time.Second, func(v view) bool { return v.AmountLabel == "Still due" && v.QRLoaded })
 		require.Equal(t, "0.6", v.Amount)
@@ -383,7 +383,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	t.Run("Overpaid_SaysSo", func(t *testing.T) {
 		inv := dev.create(map[string]any{"amount_wei": "100000000000000000"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
-		tb.until("pending", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		dev.pay(inv, "150000000000000000")
 		v := tb.until("overpaid", 30*time.Second, func(v view) bool { return strings.Contains(v.Status+v.Done, "more than") })
 		require.Contains(t, v.Status+v.Done, "You paid 0.15 ETH, more than the 0.1 ETH asked.")
@@ -394,7 +394,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		order := `</dd><script>window.__xss=3</script>`
 		inv := dev.create(map[string]any{"amount_wei": "1000", "description": desc, "order_id": order})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
-		v := tb.until("the invoice", 15*time.Second, func(v view) bool { return v.Description != "" })
+		v := tb.until("the invoice", 30*time.Second, func(v view) bool { return v.Description != "" })
 		require.Equal(t, desc, v.Description)
 		require.Equal(t, order, v.Order)
 		require.Equal(t, "0.000000000000001", v.Amount)
@@ -407,11 +407,11 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	t.Run("MissingOrWrongToken_LinkIncompleteOrWrong", func(t *testing.T) {
 		for _, url := range []string{dev.base + "/checkout", dev.base + "/checkout#AAAAAAAAAAAAAAAAAAAAAA", dev.base + "/checkout#<b>x", dev.base + "/checkout#%E0%A4%A"} {
 			tb := br.open(t, url, 360)
-			v := tb.until("the invalid-link state", 10*time.Second, func(v view) bool { return shows(v, "invalid") })
+			v := tb.until("the invalid-link state", 30*time.Second, func(v view) bool { return shows(v, "invalid") })
 			require.Equal(t, "This payment link is incomplete or wrong.", v.Status, url)
 		}
 		tb := br.open(t, dev.base+"/checkout#AAAAAAAAAAAAAAAAAAAAAA", 1280)
-		tb.until("the invalid-link state", 10*time.Second, func(v view) bool { return shows(v, "invalid") })
+		tb.until("the invalid-link state", 30*time.Second, func(v view) bool { return shows(v, "invalid") })
 		tb.screenshot("invalid", 1280)
 	})
 
@@ -419,7 +419,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		inv := dev.create(map[string]any{"amount_wei": "1500000000000000000"})
 		url := strings.Replace(inv["checkout_url"].(string), "/checkout#", "/checkout?lang=de#", 1)
 		tb := br.open(t, url, 360)
-		v := tb.until("the German page", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		v := tb.until("the German page", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, "de", v.Lang)
 		require.Equal(t, "Zahlungsanforderung", v.Heading)
 		require.Equal(t, "Wir warten auf Ihre Zahlung.", v.Status)
@@ -459,7 +459,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 			_, got := dev.api.do("GET", fmt.Sprintf("/v1/invoices/%v", expiring["id"]), nil, nil)
 			return got["status"] == "EXPIRED"
 		}, 30*time.Second, 200*time.Millisecond)
-		v = tb.until("the expired state from the server", 10*time.Second, func(v view) bool { return shows(v, "details", "expired") })
+		v = tb.until("the expired state from the server", 30*time.Second, func(v view) bool { return shows(v, "details", "expired") })
 		tb.screenshot("expired", 360)
 		tb.screenshot("expired", 1280)
 	})

@@ -49,7 +49,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		w := newTestWallet(t, dev)
 		tb := br.open(t, inv["checkout_url"].(string), 360, w.install()...)
 		w.attach(tb.ctx)
-		v := tb.until("the pending token invoice with its QR code", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		v := tb.until("the pending token invoice with its QR code", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, []string{"details", "pay"}, v.Shown)
 		require.Equal(t, "12.5", v.Amount, "token units, not base units")
 		require.Equal(t, "USDC", v.Symbol)
@@ -67,7 +67,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		tb.screenshot("token-pending", 1280)
 
 		tb.click("#pay-browser")
-		tb.until("the transaction sent", 20*time.Second, func(v view) bool { return strings.HasPrefix(v.WalletMsg, "Transaction sent") })
+		tb.until("the transaction sent", 30*time.Second, func(v view) bool { return strings.HasPrefix(v.WalletMsg, "Transaction sent") })
 		require.Equal(t, []string{"eth_requestAccounts", "wallet_switchEthereumChain", "wallet_addEthereumChain", "eth_sendTransaction"}, w.calls())
 		w.mu.Lock()
 		tx := w.tx
@@ -116,7 +116,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		inv := dev.create(map[string]any{"asset": "USDC", "amount_formatted": "20"})
 		deposit := common.HexToAddress(inv["deposit_address"].(string))
 		tb := br.open(t, inv["checkout_url"].(string), 360)
-		tb.until("pending", 15*time.Second, func(v view) bool { return v.QRLoaded })
+		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		part := fmt.Sprintf("ethereum:%s@1337/transfer?address=%s&uint256=7250000", token.Hex(), deposit.Hex())
 		require.NoError(t, run(ctx, []string{"pay", "--rpc", dev.chainAddr, part}, &syncBuffer{}))
 		v := tb.until("the remainder", 30*time.Second, func(v view) bool { return v.AmountLabel == "Still due" && v.QRLoaded })
