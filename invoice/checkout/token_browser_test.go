@@ -92,7 +92,7 @@ func TestCheckout_TokenInvoice_UnitsSymbolAndTransferCall(t *testing.T) {
 		var loaded bool
 		require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`(() => { const q = document.getElementById("qr"); return !!q.getAttribute("src") && q.complete && q.naturalWidth > 0; })()`, &loaded)))
 		return loaded
-	}, 15*time.Second, 100*time.Millisecond)
+	}, 30*time.Second, 100*time.Millisecond)
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Text("#amount", &amount, chromedp.ByID),
 		chromedp.Text("#symbol", &symbol, chromedp.ByID),
@@ -106,7 +106,7 @@ func TestCheckout_TokenInvoice_UnitsSymbolAndTransferCall(t *testing.T) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`window.__sent || null`, &sent)))
 		return sent != nil
-	}, 10*time.Second, 100*time.Millisecond)
+	}, 30*time.Second, 100*time.Millisecond)
 	require.Equal(t, token, sent["to"], "the call goes to the token contract")
 	require.Equal(t, "0x0", sent["value"], "no native value")
 	want := "0xa9059cbb" + strings.Repeat("0", 24) + strings.ToLower(deposit[2:]) + fmt.Sprintf("%064x", 1234500)
