@@ -24,7 +24,9 @@ type Config struct {
 	Backfill bool
 	// StartBlock is where a backfill starts, for chains whose early blocks
 	// the node cannot serve (a Cosmos chain restarted at a later initial
-	// height, a pruned node). Defaults to 0 (genesis).
+	// height, a pruned node). A backfill never starts below the chain's
+	// first block (1 on a CometBFT chain, which has no block 0). Defaults
+	// to 0 (genesis).
 	StartBlock uint64
 	// BatchSize is how many blocks one eth_getBlockByNumber batch asks for,
 	// and how many blocks at most one database transaction writes. Keep it

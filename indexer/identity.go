@@ -23,10 +23,12 @@ var (
 	// restored snapshot, a new network with the same chain id, a wrong node
 	// behind a load balancer. Nothing must be read from it or sent to it.
 	ErrChainChanged = errors.New("indexer: the node serves another chain than the one in the database")
-	// ErrNodeBehind: the node's head is more than MaxReorgDepth blocks
-	// below the indexed tip. It is resyncing, or it was reset and has not
-	// yet reached a height where that shows; either way it cannot be
-	// trusted until it catches up.
+	// ErrNodeBehind: the node's head is below the indexed tip. It is
+	// lagging, resyncing, or it was reset and has not yet reached a height
+	// where that shows; either way it is waited for, never acted on. Check
+	// (readiness) reports it when the node is more than MaxReorgDepth
+	// blocks behind; CheckChain (the guard before anything is sent or a
+	// missing receipt is acted on) at any depth.
 	ErrNodeBehind = errors.New("indexer: the node is far behind the indexed chain")
 )
 
@@ -89,9 +91,12 @@ func (c IdentityConfig) withDefaults() IdentityConfig {
 
 // ChainStatus is what a check found.
 type ChainStatus struct {
-	// ChainID and GenesisHash are the recorded identity.
-	ChainID     uint64
-	GenesisHash common.Hash
+	// ChainID, GenesisNumber and GenesisHash are the recorded identity:
+	// the chain id and the chain's first block (block 0, or block 1 on a
+	// CometBFT chain, which has no block 0).
+	ChainID       uint64
+	GenesisNumber uint64
+	GenesisHash   common.Hash
 	// NodeHead is the node's head; IndexedTip the indexer's cursor (0
 	// when nothing is indexed yet).
 	NodeHead, IndexedTip uint64
@@ -137,14 +142,26 @@ func NewIdentity(src Source, st IdentityStore, cfg IdentityConfig) (*Identity, e
 	return &Identity{src: src, st: st, cfg: cfg, log: cfg.Logger}, nil
 }
 
-// CheckChain returns nil when the node serves the recorded chain and is
-// not more than MaxReorgDepth blocks behind the indexed tip; otherwise an
-// error wrapping ErrChainChanged, ErrWrongChain or ErrNodeBehind, or the
-// node's or database's failure. Call it before sending anything to the
-// node that was signed for the recorded chain (sweep.Config.ChainGuard).
+// CheckChain returns nil when the node serves the recorded chain and its
+// head is not below the indexed tip; otherwise an error wrapping
+// ErrChainChanged, ErrWrongChain or ErrNodeBehind, or the node's or
+// database's failure. Call it before sending anything to the node that
+// was signed for the recorded chain, and before acting on what the node
+// lacks (a missing receipt is a reorg only on a node that is not behind):
+// sweep.Config.ChainGuard. A node behind by any number of blocks is
+// refused here — a chain swapped for a fresh one that is still at its
+// first blocks serves nothing that differs from the checkpoints yet.
 func (id *Identity) CheckChain(ctx context.Context) error {
-	_, err := id.Check(ctx)
-	return err
+	s, err := id.Check(ctx)
+	if err != nil {
+		return err
+	}
+	if s.BehindBlocks > 0 {
+		return fmt.Errorf("%w: the node's head %d is %d blocks below indexed block %d; "+
+			"waiting for it to catch up before sending anything or acting on a missing receipt",
+			ErrNodeBehind, s.NodeHead, s.BehindBlocks, s.IndexedTip)
+	}
+	return nil
 }
 
 // Status returns the last check's result (from Check, CheckChain or Run);
@@ -214,29 +231,29 @@ func (id *Identity) check(ctx context.Context) (ChainStatus, error) {
 		return s, fmt.Errorf("%w: the node reports chain id %d, the configured chain id is %d",
 			ErrWrongChain, nodeID, id.cfg.ChainID)
 	}
-	genesis, hasGenesis, err := id.nodeHash(ctx, 0)
+	first, hasFirst, err := id.firstBlock(ctx)
 	if err != nil {
 		return s, err
 	}
-	rec, err := id.identity(ctx, nodeID, genesis)
+	rec, err := id.identity(ctx, nodeID, first)
 	if err != nil {
 		return s, err
 	}
-	s.ChainID, s.GenesisHash = rec.ChainID, rec.GenesisHash
+	s.ChainID, s.GenesisNumber, s.GenesisHash = rec.ChainID, rec.GenesisNumber, rec.GenesisHash
 	if nodeID != rec.ChainID {
 		return s, fmt.Errorf("%w: the database holds chain id %d, the node reports %d; %s",
 			ErrChainChanged, rec.ChainID, nodeID, whatToDo)
 	}
-	if hasGenesis && rec.GenesisHash != (common.Hash{}) && genesis != rec.GenesisHash {
-		return s, fmt.Errorf("%w: the database holds genesis %s, the node's genesis is %s; %s",
-			ErrChainChanged, rec.GenesisHash.Hex(), genesis.Hex(), whatToDo)
+	if hasFirst && rec.GenesisHash != (common.Hash{}) &&
+		(first.Number != rec.GenesisNumber || first.Hash != rec.GenesisHash) {
+		return s, fmt.Errorf("%w: the database holds a chain whose genesis (first block) is block %d %s, the node's is block %d %s; %s",
+			ErrChainChanged, rec.GenesisNumber, rec.GenesisHash.Hex(), first.Number, first.Hash.Hex(), whatToDo)
 	}
 
-	head, err := retry(ctx, id.cfg.RPCTimeout, id.src.BlockNumber)
-	if err != nil {
-		return s, err
-	}
-	s.NodeHead = head
+	// The database before the node: the indexer (maybe in another process,
+	// on this node) writes the cursor only after the node served the
+	// block, so a head read after the cursor is below it only on a node
+	// that is behind — never because a block arrived between the reads.
 	sctx, cancel := context.WithTimeout(ctx, id.cfg.StoreTimeout)
 	cur, err := id.st.GetCursor(sctx, store.CursorIndexer)
 	cancel()
@@ -258,6 +275,11 @@ func (id *Identity) check(ctx context.Context) (ChainStatus, error) {
 	if len(highest) > 0 {
 		s.IndexedTip = max(s.IndexedTip, highest[0].BlockNumber)
 	}
+	head, err := retry(ctx, id.cfg.RPCTimeout, id.src.BlockNumber)
+	if err != nil {
+		return s, err
+	}
+	s.NodeHead = head
 	if head < s.IndexedTip {
 		s.BehindBlocks = s.IndexedTip - head
 	}
@@ -272,9 +294,9 @@ func (id *Identity) check(ctx context.Context) (ChainStatus, error) {
 	return s, id.anchor(ctx, head)
 }
 
-// identity returns the recorded identity, recording the node's at the
-// first start.
-func (id *Identity) identity(ctx context.Context, chainID uint64, genesis common.Hash) (store.ChainIdentity, error) {
+// identity returns the recorded identity, recording the node's (its chain
+// id and first block) at the first start.
+func (id *Identity) identity(ctx context.Context, chainID uint64, first store.Block) (store.ChainIdentity, error) {
 	sctx, cancel := context.WithTimeout(ctx, id.cfg.StoreTimeout)
 	defer cancel()
 	rec, err := id.st.GetChainIdentity(sctx)
@@ -284,15 +306,37 @@ func (id *Identity) identity(ctx context.Context, chainID uint64, genesis common
 	if !errors.Is(err, store.ErrNotFound) {
 		return rec, fmt.Errorf("chain identity: read: %w", err)
 	}
-	rec, err = id.st.RecordChainIdentity(sctx, store.ChainIdentity{ChainID: chainID, GenesisHash: genesis, RecordedAt: id.cfg.Now()})
+	rec, err = id.st.RecordChainIdentity(sctx, store.ChainIdentity{
+		ChainID: chainID, GenesisNumber: first.Number, GenesisHash: first.Hash, RecordedAt: id.cfg.Now(),
+	})
 	if err != nil {
 		return rec, fmt.Errorf("chain identity: record: %w", err)
 	}
-	if rec.ChainID == chainID && rec.GenesisHash == genesis {
+	if rec.ChainID == chainID && rec.GenesisHash == first.Hash {
 		id.log.InfoContext(ctx, "chain identity recorded", slog.Uint64("chain_id", chainID),
-			slog.String("genesis", genesis.Hex()))
+			slog.Uint64("first_block", first.Number), slog.String("first_block_hash", first.Hash.Hex()))
 	}
 	return rec, nil
+}
+
+// firstBlock returns the chain's first block as the node serves it: block
+// 0 on go-ethereum chains; on a chain without block 0 (CometBFT chains
+// start at height 1, and evmd answers a request for block 0 with block 1)
+// block 1, when its parent hash is zero. ok is false when the node serves
+// neither (a chain started at a later initial height, or a pruned node):
+// then the first block is not compared, and the checkpoints alone tell
+// chains apart.
+func (id *Identity) firstBlock(ctx context.Context) (store.Block, bool, error) {
+	for n := range uint64(2) {
+		b, ok, err := id.nodeBlock(ctx, n)
+		if err != nil {
+			return store.Block{}, false, err
+		}
+		if ok && (n == 0 || b.ParentHash == (common.Hash{})) {
+			return b, true, nil
+		}
+	}
+	return store.Block{}, false, nil
 }
 
 // checkpointsRead bounds the checkpoints one check reads: the recent
@@ -384,16 +428,20 @@ func (id *Identity) chainID(ctx context.Context) (uint64, error) {
 // nodeHash returns the node's hash of block n, as it reports it; ok is
 // false when the node does not have the block.
 func (id *Identity) nodeHash(ctx context.Context, n uint64) (common.Hash, bool, error) {
+	b, ok, err := id.nodeBlock(ctx, n)
+	return b.Hash, ok, err
+}
+
+// nodeBlock returns the node's header of block n; ok is false when the
+// node does not have the block.
+func (id *Identity) nodeBlock(ctx context.Context, n uint64) (store.Block, bool, error) {
 	bs, err := retry(ctx, id.cfg.RPCTimeout, func(ctx context.Context) ([]Block, error) {
 		return id.src.Blocks(ctx, n, 1, false)
 	})
-	if err != nil {
-		return common.Hash{}, false, err
+	if err != nil || len(bs) == 0 {
+		return store.Block{}, false, err
 	}
-	if len(bs) == 0 {
-		return common.Hash{}, false, nil
-	}
-	return bs[0].Hash, true, nil
+	return bs[0].Block, true, nil
 }
 
 // callAttempts is how many times one call to the node is tried in a

@@ -73,6 +73,10 @@ type Indexer struct {
 	// The fields below belong to the goroutine running Run.
 	cur    store.Cursor // the indexed head, as stored
 	hasCur bool
+	// first is where a backfill starts: StartBlock, or the chain's first
+	// block when that is higher (1 on a CometBFT chain, which has no
+	// block 0).
+	first  uint64
 	prog   *progress // set while catching up
 	behind bool      // the node's head is below the cursor (warned)
 }
@@ -286,11 +290,13 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	}
 	// At every start and after every failure (a reconnect), the node must
 	// serve the chain the database holds.
-	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+	status, err := ix.id.Check(ctx)
+	if err != nil && !errors.Is(err, ErrNodeBehind) {
 		return err
 	} else if err != nil {
 		ix.log.WarnContext(ctx, "indexer: the node is far behind the indexed chain; waiting for it", slog.Any("error", err))
 	}
+	ix.first = max(ix.cfg.StartBlock, status.GenesisNumber)
 	sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
 	defer cancel()
 	cur, err := ix.st.GetCursor(sctx, store.CursorIndexer)
@@ -320,7 +326,7 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	case ix.hasCur:
 		attrs = append(attrs, slog.String("start", "cursor"), slog.Uint64("block", ix.cur.BlockNumber))
 	case ix.cfg.Backfill:
-		attrs = append(attrs, slog.String("start", "backfill"), slog.Uint64("block", ix.cfg.StartBlock))
+		attrs = append(attrs, slog.String("start", "backfill"), slog.Uint64("block", ix.first))
 	default:
 		attrs = append(attrs, slog.String("start", "head"))
 	}
@@ -343,7 +349,7 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 		next = ix.cur.BlockNumber + 1
 		ix.m.setPosition(head, ix.cur.BlockNumber)
 	case ix.cfg.Backfill:
-		next = ix.cfg.StartBlock
+		next = ix.first
 		ix.m.setPosition(head, 0)
 	default:
 		// No cursor and no backfill: the first block indexed is the

@@ -39,6 +39,9 @@ type Source interface {
 	// when full is true. The result is in order and may be shorter than
 	// count: it stops before the first block the node does not have or
 	// failed to return. An error means not even the first block came back.
+	// Every block's Number is the one asked for: a node that answers a
+	// request for block 0 with another block (evmd answers block 1: a
+	// CometBFT chain has no block 0) does not have block 0.
 	Blocks(ctx context.Context, from uint64, count int, full bool) ([]Block, error)
 	// TransferLogs returns the ERC-20 Transfer logs emitted by the token
 	// contracts tokens in each of blocks (result i for blocks[i]), in log
@@ -138,7 +141,13 @@ func (s *RPCSource) Blocks(ctx context.Context, from uint64, count int, full boo
 			b, err = headers[i].block()
 		}
 		if err == nil && b.Number != n {
-			err = fmt.Errorf("asked for block %d, got %d", n, b.Number)
+			if n == 0 {
+				// A chain without block 0: CometBFT chains start at 1,
+				// and evmd answers a request for block 0 with block 1.
+				err = errNoBlock
+			} else {
+				err = fmt.Errorf("asked for block %d, got %d", n, b.Number)
+			}
 		}
 		if err != nil {
 			if len(out) > 0 || errors.Is(err, errNoBlock) {

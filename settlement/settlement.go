@@ -69,6 +69,11 @@ type Config struct {
 	// LockRetryInterval is how often a Settler that finds the settlement
 	// lock held by another process tries to take it. Defaults to 5 s.
 	LockRetryInterval time.Duration
+	// Assets are the assets payments may arrive in (the native coin and
+	// the configured tokens): an invoice.wrong_asset event names the asset
+	// that arrived by its symbol and formats the amount with its decimals.
+	// A token not listed is named by its address alone. Defaults to none.
+	Assets []store.Asset
 	// Registerer receives the Prometheus collectors: processed block, lag,
 	// payments matched, invoice transitions, events, reorgs. Defaults to a
 	// new private registry, available from Settler.Gatherer.

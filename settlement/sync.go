@@ -236,7 +236,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			}
 			paid := groupPayments(existing)
 			var fresh []store.Payment
-			rightAsset, wrongAsset := map[int64]bool{}, map[int64]bool{}
+			rightAsset, wrongAsset := map[int64]bool{}, map[int64][]store.Payment{}
 			for _, inv := range invs {
 				late := inv.Status == store.StatusExpired
 				for _, in := range byInvoice[inv.ID] {
@@ -247,7 +247,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					fresh = append(fresh, p)
 					paid[inv.ID] = append(paid[inv.ID], p)
 					if p.WrongAsset {
-						wrongAsset[inv.ID] = true
+						wrongAsset[inv.ID] = append(wrongAsset[inv.ID], p)
 					} else {
 						rightAsset[inv.ID] = true
 					}
@@ -268,12 +268,12 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					updated, event = applyPayments(inv, paid[inv.ID], now, s.cfg.LateWindow)
 					events = append(events, event)
 				}
-				if wrongAsset[inv.ID] {
+				if len(wrongAsset[inv.ID]) > 0 {
 					var event string
 					updated, event = applyWrongAsset(updated, now)
 					events = append(events, event)
 				}
-				w.add(inv, updated, events...)
+				w.addWrong(inv, updated, wrongAsset[inv.ID], events...)
 			}
 			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
 				return err
@@ -373,13 +373,23 @@ type writes struct {
 	old     []store.Invoice
 	updated []*store.Invoice
 	events  [][]string
+	// wrong holds, for an invoice.wrong_asset event, the payments in
+	// another asset that caused it (parallel to updated).
+	wrong [][]store.Payment
 }
 
 func (w *writes) add(old, updated store.Invoice, events ...string) {
+	w.addWrong(old, updated, nil, events...)
+}
+
+// addWrong is add with the wrong-asset payments an invoice.wrong_asset
+// event among events names.
+func (w *writes) addWrong(old, updated store.Invoice, wrong []store.Payment, events ...string) {
 	events = slices.DeleteFunc(events, func(e string) bool { return e == "" })
 	if len(events) == 0 {
 		return
 	}
+	w.wrong = append(w.wrong, wrong)
 	w.old = append(w.old, old)
 	w.updated = append(w.updated, &updated)
 	w.events = append(w.events, events)
@@ -408,6 +418,11 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 			ev, err := store.NewInvoiceEvent(typ, *inv, now)
 			if err != nil {
 				return nil, err
+			}
+			if typ == store.EventInvoiceWrongAsset {
+				if ev.Data, err = withWrongAssetPayments(ev.Data, w.wrong[i], s.cfg.Assets); err != nil {
+					return nil, err
+				}
 			}
 			evs = append(evs, ev)
 			from := w.old[i].Status

@@ -112,8 +112,14 @@ func (l *HashList) Scan(src any) error {
 // noticed.
 type ChainIdentity struct {
 	ChainID uint64 `db:"chain_id"`
-	// GenesisHash is block 0's hash as the node reported it (never
-	// recomputed); all zero when the node did not serve block 0.
+	// GenesisNumber is the number of the chain's first block: 0 on
+	// go-ethereum chains, 1 on CometBFT chains (Cosmos EVM), which have no
+	// block 0.
+	GenesisNumber uint64 `db:"genesis_number"`
+	// GenesisHash is the first block's hash as the node reported it
+	// (never recomputed); all zero when the node served no first block
+	// (a chain started at a later initial height): then it is not
+	// compared.
 	GenesisHash common.Hash `db:"genesis_hash"`
 	RecordedAt  time.Time   `db:"recorded_at"`
 }

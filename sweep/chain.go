@@ -133,9 +133,18 @@ func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
 	if s.tipHook != nil {
 		tip = s.tipHook()
 	}
+	number := head.Number.Uint64()
+	s.mu.Lock()
+	highest := s.highest
+	s.highest = max(s.highest, number)
+	s.mu.Unlock()
+	if number < highest {
+		return nil, fmt.Errorf("%w: the node's head %d is below block %d, which an earlier pass worked against; waiting for it to catch up",
+			ErrNodeBehind, number, highest)
+	}
 	p := &pass{
 		now:     s.cfg.Now().UTC().Truncate(time.Microsecond),
-		number:  head.Number.Uint64(),
+		number:  number,
 		baseFee: new(big.Int),
 		tip:     bigMax(tip, big.NewInt(1)),
 		nonces:  map[common.Address]uint64{},

@@ -32,6 +32,10 @@ type Sweeper struct {
 	mu      sync.Mutex
 	chainID *big.Int
 	signer  types.Signer
+	// highest is the highest head a pass of this process has worked
+	// against: a node whose head is below it is behind (a lagging replica,
+	// a resync, a chain swapped for a fresh one) and is waited for.
+	highest uint64
 
 	// alerted holds the stuck transactions already alerted on (tx hash and
 	// reason), so that the error log and metric fire once per process.
@@ -258,7 +262,10 @@ func retryWith(status, reason string) outcome {
 // so that settlement's concurrent changes are kept, and releases the lease.
 func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, out outcome) error {
 	now := s.cfg.Now().UTC()
-	var event string
+	var (
+		event string
+		swept store.Amount // what reached the merchant, in the invoice's asset
+	)
 	err := s.inTx(ctx, func(tx store.Tx) error {
 		inv, err := tx.GetInvoiceForUpdate(ctx, claimed.ID)
 		if err != nil {
@@ -288,7 +295,8 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 		switch {
 		case out.swept != nil:
 			h := out.swept.tx.TxHash
-			swept, dust := out.swept.tx.ValueWei, out.swept.dust
+			dust := out.swept.dust
+			swept = out.swept.tx.ValueWei
 			if out.swept.amount != nil {
 				swept = *out.swept.amount
 			}
@@ -336,9 +344,12 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 	switch event {
 	case store.EventInvoiceSettled:
 		s.m.swept.Inc()
+		// swept is in the invoice's asset (base units of its token for a
+		// token invoice, whose sweep transaction's value is 0); dust is
+		// native coin left at the deposit address.
 		s.log.InfoContext(ctx, "sweep: settled", slog.Int64("invoice_id", claimed.ID),
-			slog.String("tx_hash", out.swept.tx.TxHash.Hex()), slog.String("swept_wei", out.swept.tx.ValueWei.String()),
-			slog.String("dust_wei", out.swept.dust.String()))
+			slog.String("tx_hash", out.swept.tx.TxHash.Hex()), slog.String("asset", claimed.Asset().String()),
+			slog.String("swept", swept.String()), slog.String("dust_wei", out.swept.dust.String()))
 	case store.EventInvoiceSweepFailed:
 		s.m.failed.WithLabelValues(out.fail).Inc()
 		s.log.WarnContext(ctx, "sweep: failed", slog.Int64("invoice_id", claimed.ID), slog.String("sweep_error", out.fail))

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/evmpay/evmpay/store"
@@ -50,6 +51,12 @@ const (
 // returned false, or was mined without moving the tokens (no Transfer
 // event from the deposit address to the settlement address).
 const ReasonTokenTransferFailed = "token transfer failed"
+
+// ReasonPermitRefused: the token's permit reverted when simulated, so
+// nothing was signed into a transaction or sent (a token that exposes
+// EIP-2612's functions but refuses permits; a wrong-asset token on the
+// permit path has no funding fallback).
+const ReasonPermitRefused = "permit refused by the token; nothing sent"
 
 // DepositHashSigner signs a 32-byte digest for a deposit address, for
 // EIP-2612 permits; it returns a 65-byte [R ‖ S ‖ V] signature.
@@ -110,15 +117,59 @@ func (s *Sweeper) canSignPermits() bool {
 	return ok && s.keys.Wallet != nil
 }
 
+// detectPermit tells whether token takes EIP-2612 permits: it must answer
+// DOMAIN_SEPARATOR() and nonces(address), and a permit signed by a
+// throw-away key must simulate (eth_call from the sweep wallet): some tokens
+// expose the first two and revert every permit. The reason for the fund path
+// is logged.
 func (s *Sweeper) detectPermit(ctx context.Context, p *pass, token common.Address) (TokenPath, error) {
-	for _, call := range [][]byte{packCall("DOMAIN_SEPARATOR"), packCall("nonces", common.Address{})} {
-		out, err := s.chain.CallContract(ctx, ethereum.CallMsg{To: &token, Data: call}, p.headNumber())
+	head := p.headNumber()
+	fund := func(reason string) (TokenPath, error) {
+		s.log.InfoContext(ctx, "sweep: token does not take permits; its sweeps fund the deposit's gas",
+			slog.String("token", token.Hex()), slog.String("reason", reason))
+		return TokenPathFund, nil
+	}
+	var domain common.Hash
+	for _, name := range []string{"DOMAIN_SEPARATOR", "nonces"} {
+		var call []byte
+		if name == "nonces" {
+			call = packCall("nonces", common.Address{})
+		} else {
+			call = packCall("DOMAIN_SEPARATOR")
+		}
+		out, err := s.chain.CallContract(ctx, ethereum.CallMsg{To: &token, Data: call}, head)
 		if isRevert(err) || err == nil && len(out) != 32 {
-			return TokenPathFund, nil
+			return fund("no " + name + "()")
 		}
 		if err != nil {
 			return "", fmt.Errorf("detect permit of %s: %w", token.Hex(), err)
 		}
+		if name == "DOMAIN_SEPARATOR" {
+			domain = common.BytesToHash(out)
+		}
+	}
+	// A permit of 1 base unit by a throw-away owner (nonce 0) to the sweep
+	// wallet: nothing is signed by a key of the service.
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		return "", err
+	}
+	owner, wallet := crypto.PubkeyToAddress(key.PublicKey), s.keys.Wallet.Address()
+	digest := permitDigest(domain, owner, wallet, big.NewInt(1), new(big.Int), permitDeadline)
+	sig, err := crypto.Sign(digest[:], key)
+	if err != nil {
+		return "", err
+	}
+	data, err := permitCall(owner, wallet, big.NewInt(1), sig)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.chain.CallContract(ctx, ethereum.CallMsg{From: wallet, To: &token, Data: data}, head)
+	if isRevert(err) {
+		return fund("a permit reverts in simulation: " + err.Error())
+	}
+	if err != nil {
+		return "", fmt.Errorf("detect permit of %s: %w", token.Hex(), err)
 	}
 	return TokenPathPermit, nil
 }
@@ -346,7 +397,7 @@ func (s *Sweeper) sendPermit(ctx context.Context, p *pass, inv store.Invoice, t 
 			o, err := s.advanceFund(ctx, p, inv, t)
 			return o, false, err
 		}
-		return failWith(ReasonTokenTransferFailed), false, nil
+		return failWith(ReasonPermitRefused), false, nil
 	}
 	if err != nil {
 		return outcome{}, false, err

@@ -3,7 +3,10 @@ package sweep
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +37,8 @@ func TestTokenSweep_Permit_MerchantHoldsExactAmountAndDepositNeverGetsNativeCoin
 			e := newEnv(t)
 			tok := e.deployToken(testtoken.Stable, decimals)
 			inv := e.confirmedTokenInvoices(tok, 1, amount)[0]
-			s := e.sweeper(Config{Confirmations: 2})
+			var logs syncLog
+			s := e.sweeper(Config{Confirmations: 2, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			confirmedAt := e.head()
 
 			e.drive(10, e.all([]int64{inv.ID}, store.SweepSwept), s)
@@ -56,6 +60,7 @@ func TestTokenSweep_Permit_MerchantHoldsExactAmountAndDepositNeverGetsNativeCoin
 			require.True(t, got.DustWei.IsZero(), "no dust")
 			require.Equal(t, pull.TxHash, *got.SweepTxHash)
 			require.Equal(t, []string{store.EventInvoiceSettled}, e.events(inv.ID))
+			require.Contains(t, logs.String(), "swept="+amount.String()+" ", "the operator's log says what reached the merchant, in the token")
 
 			ws, err := s.WalletStatus(ctx)
 			require.NoError(t, err)
@@ -316,4 +321,22 @@ func TestTokenSweep_EmptySweepWallet_FailedWithInsufficientGas(t *testing.T) {
 			require.Zero(t, e.tokenBalance(tok, e.merchant.SettlementAddress).Sign())
 		})
 	}
+}
+
+// syncLog is a log destination the sweeper's goroutines may share.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"log/slog"
 	"math/big"
 	"strings"
 	"testing"
@@ -275,4 +276,31 @@ func TestWrongTokenSweep_CrashAtEveryStep_NothingSentTwice(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A token that answers DOMAIN_SEPARATOR() and nonces(address) but reverts
+// every permit is detected for what it is by simulating a permit: its
+// sweeps — its own invoice's, and a wrong-asset payment of it — fund the
+// deposit's gas, and the log says why.
+func TestTokenPath_PermitLookalike_DetectedByASimulatedPermit_FundPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := e.deployToken(testtoken.PermitLookalike, 6)
+	own := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
+	native := e.confirmedInvoices(1, eth(1))[0]
+	wrong := big.NewInt(4_000_003)
+	e.payWrongToken(native, tok, wrong)
+	var logs syncLog
+	s := e.sweeper(Config{Confirmations: 2, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	e.drive(20, e.all([]int64{own.ID, native.ID}, store.SweepSwept), s)
+
+	require.Equal(t, 0, e.tokenBalance(tok, e.merchant.SettlementAddress).Cmp(new(big.Int).Add(usdc6, wrong)),
+		"the merchant holds the invoice's amount and the wrong-asset payment")
+	for _, inv := range []store.Invoice{own, native} {
+		require.Empty(t, e.sweepTxsTo(inv.ID, store.SweepTxPermit, tok), "no permit was ever signed into a transaction")
+		require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
+	}
+	require.Contains(t, logs.String(), "a permit reverts in simulation")
+	require.Contains(t, logs.String(), "permit not supported", "the token's own revert reason")
 }

@@ -130,6 +130,14 @@ func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
 			if t.Status != store.SweepTxMined {
 				continue
 			}
+			if *t.BlockNumber > p.number {
+				// The node's head is below the block that held it: the
+				// node is behind (or another chain), not reorged. Wait.
+				s.log.WarnContext(ctx, "sweep: the node's head is below a mined transaction's block; waiting for it",
+					slog.String("kind", t.Kind), slog.String("tx_hash", t.TxHash.Hex()),
+					slog.Uint64("block", *t.BlockNumber), slog.Uint64("head", p.number))
+				continue
+			}
 			s.log.WarnContext(ctx, "sweep: transaction reorged out, re-broadcasting it", slog.String("kind", t.Kind),
 				slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("was_block", *t.BlockNumber))
 			s.m.reorged.WithLabelValues(t.Kind).Inc()

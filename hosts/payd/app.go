@@ -423,6 +423,7 @@ func (a *app) tokenAddresses() []common.Address {
 func (a *app) buildSettlement(context.Context) error {
 	s, err := settlement.New(a.st, settlement.Config{
 		Confirmations: a.cfg.confirmations,
+		Assets:        append([]store.Asset{store.NativeAsset(invoice.DefaultNativeSymbol)}, a.assets...),
 		Registerer:    a.metrics(),
 		Logger:        a.log.With("component", "settlement"),
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -282,4 +283,111 @@ func TestServe_ChainSwappedShallow_EveryRoleRefusesNothingReverted(t *testing.T)
 	_, err = r.newApp(roleGateway)
 	require.ErrorIs(t, err, indexer.ErrChainChanged)
 	require.Contains(t, err.Error(), "refusing to start")
+}
+
+// A chain swapped for a fresh one (same chain id, same genesis) while
+// sweeps are in flight, the new chain held at its genesis for 20 s: its
+// head is below every block the sweeps were mined in, so it is waited for,
+// never acted on — nothing is broadcast to it, nothing new is signed, no
+// mined transaction is taken for reorged out, no invoice fails. When it
+// makes its first block, every role stops.
+func TestServe_ChainSwappedWhileSweepsInFlight_NothingActedOnWhileTheNodeIsBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newSwapRig(t)
+	keys, err := newDevProvider(func(string) string { return "" }, r.keysDir)
+	require.NoError(t, err)
+	sweepWallet, err := sweepWalletAddress(ctx, keys)
+	require.NoError(t, err)
+	payer, err := devWallet()
+	require.NoError(t, err)
+	payerKey, err := payer.PrivateKey(0)
+	require.NoError(t, err)
+	a := r.a.backend.Client()
+	send := func(to common.Address, wei *big.Int) {
+		from, err := payer.Address(0)
+		require.NoError(t, err)
+		nonce, err := a.PendingNonceAt(ctx, from)
+		require.NoError(t, err)
+		tx, err := types.SignNewTx(payerKey, types.LatestSignerForChainID(big.NewInt(devChainID)), &types.DynamicFeeTx{
+			ChainID: big.NewInt(devChainID), Nonce: nonce, To: &to, Value: wei, Gas: 21000,
+			GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(100 * params.GWei)})
+		require.NoError(t, err)
+		require.NoError(t, a.SendTransaction(ctx, tx))
+	}
+	send(sweepWallet, big.NewInt(params.Ether))
+	r.mine(r.a, 3)
+	r.startRoles()
+	r.waitIndexed(r.a, 3)
+
+	api := r.apps["api"]
+	op := apiClient{t: t, base: api.httpURL(), key: api.adminToken}
+	code, m := op.do("POST", "/v1/admin/merchants", map[string]any{
+		"settlement_address": "0x00000000000000000000000000000000000000Aa", "webhook_url": "http://127.0.0.1:1/hooks"}, nil)
+	require.Equal(t, http.StatusCreated, code, "%v", m)
+	merchant := apiClient{t: t, base: api.httpURL(), key: m["api_key"].(string)}
+	var ids []int64
+	for i := range 3 {
+		code, inv := merchant.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1000000000000000"},
+			map[string]string{"Idempotency-Key": fmt.Sprint("swap-", i)})
+		require.Equal(t, http.StatusCreated, code, "%v", inv)
+		ids = append(ids, int64(inv["id"].(float64)))
+		send(common.HexToAddress(inv["deposit_address"].(string)), big.NewInt(1_000_000_000_000_000))
+	}
+	// Blocks one at a time until every invoice has a sweep transaction
+	// mined on chain a and none is SETTLED: sweeps in flight.
+	inFlight := func() bool {
+		for _, id := range ids {
+			inv, err := r.st.GetInvoice(ctx, id)
+			require.NoError(t, err)
+			require.NotEqual(t, store.SweepFailed, inv.SweepStatus)
+			txs, err := r.st.ListSweepTxsByInvoice(ctx, id)
+			require.NoError(t, err)
+			mined := false
+			for _, tx := range txs {
+				mined = mined || tx.Status == store.SweepTxMined
+			}
+			if !mined || inv.Status == store.StatusSettled {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; !inFlight(); i++ {
+		require.Less(t, i, 60, "sweeps never got under way")
+		r.mine(r.a, 1)
+		time.Sleep(300 * time.Millisecond)
+	}
+	before := map[int64][]store.SweepTx{}
+	for _, id := range ids {
+		before[id], err = r.st.ListSweepTxsByInvoice(ctx, id)
+		require.NoError(t, err)
+	}
+
+	r.point(r.b) // at its genesis, held there
+	time.Sleep(20 * time.Second)
+
+	for _, id := range ids {
+		after, err := r.st.ListSweepTxsByInvoice(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, before[id], after, "invoice %d: no transaction signed, demoted or re-sent while the node is behind", id)
+		inv, err := r.st.GetInvoice(ctx, id)
+		require.NoError(t, err)
+		require.NotEqual(t, store.SweepFailed, inv.SweepStatus, "invoice %d", id)
+	}
+	b := r.b.backend.Client()
+	pending, err := b.PendingNonceAt(ctx, sweepWallet)
+	require.NoError(t, err)
+	require.Zero(t, pending, "nothing of the sweep wallet reached the new chain's pool")
+	for _, txs := range before {
+		for _, tx := range txs {
+			n, err := b.PendingNonceAt(ctx, tx.From)
+			require.NoError(t, err)
+			require.Zero(t, n, "nothing from %s reached the new chain's pool", tx.From.Hex())
+		}
+	}
+	require.Contains(t, r.logs.String(), "below")
+
+	r.mine(r.b, 1)
+	r.requireAllStop()
 }

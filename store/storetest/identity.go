@@ -23,10 +23,11 @@ func testIdentityFirstWins(t *testing.T, st store.Store) {
 	_, err := st.GetChainIdentity(ctx)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	first := store.ChainIdentity{ChainID: math.MaxInt64, GenesisHash: randHash(), RecordedAt: now()}
+	first := store.ChainIdentity{ChainID: math.MaxInt64, GenesisNumber: 1, GenesisHash: randHash(), RecordedAt: now()}
 	got, err := st.RecordChainIdentity(ctx, first)
 	require.NoError(t, err)
 	require.Equal(t, first.ChainID, got.ChainID)
+	require.Equal(t, first.GenesisNumber, got.GenesisNumber)
 	require.Equal(t, first.GenesisHash, got.GenesisHash)
 	requireTime(t, first.RecordedAt, got.RecordedAt)
 
@@ -41,6 +42,7 @@ func testIdentityFirstWins(t *testing.T, st store.Store) {
 	stored, err := st.GetChainIdentity(ctx)
 	require.NoError(t, err)
 	require.Equal(t, first.GenesisHash, stored.GenesisHash)
+	require.Equal(t, first.GenesisNumber, stored.GenesisNumber)
 }
 
 func testCheckpoints(t *testing.T, st store.Store) {

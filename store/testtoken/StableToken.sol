@@ -81,6 +81,7 @@ contract StableToken {
 
     function permit(address owner_, address spender, uint256 value, uint256 deadline, uint8 v, bytes32 r, bytes32 s)
         external
+        virtual
     {
         require(block.timestamp <= deadline, "permit expired");
         bytes32 digest = keccak256(

@@ -39,12 +39,16 @@ var (
 	tetherABI string
 	//go:embed TetherLike.bin
 	tetherBin string
+	//go:embed PermitLookalike.abi.json
+	lookalikeABI string
+	//go:embed PermitLookalike.bin
+	lookalikeBin string
 )
 
 // TransferTopic is topic 0 of an ERC-20 Transfer(address,address,uint256) log.
 var TransferTopic = crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
 
-// Kind names one of the two test token contracts.
+// Kind names one of the test token contracts.
 type Kind struct {
 	Name     string // contract name
 	ABI      abi.ABI
@@ -57,6 +61,10 @@ var Stable = mustKind("StableToken", stableABI, stableBin, true)
 
 // Tether is the USDT-shaped token (no bool returns, no permit).
 var Tether = mustKind("TetherLike", tetherABI, tetherBin, false)
+
+// PermitLookalike is a token that answers EIP-2612's DOMAIN_SEPARATOR() and
+// nonces(address) but whose permit always reverts.
+var PermitLookalike = mustKind("PermitLookalike", lookalikeABI, lookalikeBin, false)
 
 func mustKind(name, abiJSON, bin string, permit bool) Kind {
 	parsed, err := abi.JSON(strings.NewReader(abiJSON))

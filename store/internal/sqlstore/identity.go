@@ -11,8 +11,8 @@ import (
 func (s *Store) RecordChainIdentity(ctx context.Context, id store.ChainIdentity) (store.ChainIdentity, error) {
 	var out store.ChainIdentity
 	err := s.withTx(ctx, func(t *Store) error {
-		if _, err := t.namedExec(ctx, `INSERT INTO chain_identity (id, chain_id, genesis_hash, recorded_at)
-			VALUES (1, :chain_id, :genesis_hash, :recorded_at) ON CONFLICT (id) DO NOTHING`, id); err != nil {
+		if _, err := t.namedExec(ctx, `INSERT INTO chain_identity (id, chain_id, genesis_number, genesis_hash, recorded_at)
+			VALUES (1, :chain_id, :genesis_number, :genesis_hash, :recorded_at) ON CONFLICT (id) DO NOTHING`, id); err != nil {
 			return err
 		}
 		var err error
@@ -25,7 +25,7 @@ func (s *Store) RecordChainIdentity(ctx context.Context, id store.ChainIdentity)
 // GetChainIdentity implements store.IdentityStore.
 func (s *Store) GetChainIdentity(ctx context.Context) (store.ChainIdentity, error) {
 	var id store.ChainIdentity
-	err := s.get(ctx, &id, `SELECT chain_id, genesis_hash, recorded_at FROM chain_identity WHERE id = 1`)
+	err := s.get(ctx, &id, `SELECT chain_id, genesis_number, genesis_hash, recorded_at FROM chain_identity WHERE id = 1`)
 	return id, err
 }
 

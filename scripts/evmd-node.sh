@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Starts or stops a fresh single-node Cosmos EVM chain (evmd v0.7.0, the
+# example chain of cosmos/evm) for the end-to-end tests against a real node
+# (scripts/evmd-e2e.sh). Build evmd yourself from a cosmos/evm checkout at
+# v0.7.0 (`cd evmd && go build ./cmd/evmd`) and pass its path as EVMD_BIN.
+#
+#   EVMD_BIN=/path/to/evmd scripts/evmd-node.sh start   # prints KEY=VALUE lines
+#   scripts/evmd-node.sh stop
+#
+# Every start wipes the node's home: a new chain (same chain ids, another
+# first block). JSON-RPC on 127.0.0.1:${EVMD_RPC_PORT:-28545}; CometBFT, gRPC
+# and p2p on free ports. Prints on stdout exactly FUNDED_PRIVATE_KEY=0x…
+# (the dev0 account of cosmos/evm's local_node.sh: test-only, 10^9 coins),
+# PIDFILE=…, RPC_URL=…, CHAIN_ID=…; the node's log is $EVMD_DIR/evmd.log.
+#
+# MIN_GAS_PRICE (wei, default 0) is the chain's minimum gas price (x/feemarket
+# min_gas_price, the base fee's floor) and the node's (--minimum-gas-prices):
+# real Cosmos EVM chains set one, and a transaction whose fee is below it is
+# refused.
+set -euo pipefail
+
+DIR=${EVMD_DIR:-${TMPDIR:-/tmp}/evmpay-evmd}
+BIN=${EVMD_BIN:-$DIR/evmd}
+HOMEDIR=$DIR/home
+PIDFILE=$DIR/evmd.pid
+LOG=$DIR/evmd.log
+INITLOG=$DIR/init.log
+COSMOS_CHAIN_ID=${COSMOS_CHAIN_ID:-9001}
+EVM_CHAIN_ID=${EVM_CHAIN_ID:-262144}
+RPC_PORT=${EVMD_RPC_PORT:-28545}
+MIN_GAS_PRICE=${MIN_GAS_PRICE:-0}
+DENOM=atest
+KEYRING=test
+KEYALGO=eth_secp256k1
+
+stop_node() {
+	[ -f "$PIDFILE" ] || return 0
+	local pid
+	pid=$(cat "$PIDFILE" 2>/dev/null || true)
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q evmd "/proc/$pid/cmdline" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+		kill -9 "$pid" 2>/dev/null || true
+	fi
+	rm -f "$PIDFILE"
+}
+
+case "${1:-}" in
+stop) stop_node; exit 0 ;;
+start) ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
+
+command -v jq >/dev/null || { echo "evmd-node.sh: jq is required (apt-get install jq)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "evmd-node.sh: no evmd binary at $BIN; set EVMD_BIN" >&2; exit 1; }
+mkdir -p "$DIR"
+stop_node
+if (exec 3<>"/dev/tcp/127.0.0.1/$RPC_PORT") 2>/dev/null; then
+	echo "evmd-node.sh: 127.0.0.1:$RPC_PORT is in use by another process" >&2; exit 1
+fi
+
+rm -rf "$HOMEDIR"
+mkdir -p "$HOMEDIR"
+: >"$INITLOG"
+ev() { "$BIN" "$@" --home "$HOMEDIR" >>"$INITLOG" 2>&1; }
+CONFIG_TOML=$HOMEDIR/config/config.toml
+APP_TOML=$HOMEDIR/config/app.toml
+GENESIS=$HOMEDIR/config/genesis.json
+
+ev config set client chain-id "$COSMOS_CHAIN_ID"
+ev config set client keyring-backend "$KEYRING"
+# The validator's and dev0's keys of cosmos/evm's local_node.sh (test-only).
+VAL_MNEMONIC="gesture inject test cycle original hollow east ridge hen combine junk child bacon zero hope comfort vacuum milk pitch cage oppose unhappy lunar seat"
+DEV_MNEMONIC="copper push brief egg scan entry inform record adjust fossil boss egg comic alien upon aspect dry avoid interest fury window hint race symptom"
+echo "$VAL_MNEMONIC" | "$BIN" keys add mykey --recover --keyring-backend "$KEYRING" --algo "$KEYALGO" --home "$HOMEDIR" >>"$INITLOG" 2>&1
+echo "$DEV_MNEMONIC" | "$BIN" keys add dev0 --recover --keyring-backend "$KEYRING" --algo "$KEYALGO" --home "$HOMEDIR" >>"$INITLOG" 2>&1
+echo "$VAL_MNEMONIC" | "$BIN" init localtestnet -o --chain-id "$COSMOS_CHAIN_ID" --home "$HOMEDIR" --recover >>"$INITLOG" 2>&1
+
+jqg() { jq "$1" "$GENESIS" >"$GENESIS.tmp" && mv "$GENESIS.tmp" "$GENESIS"; }
+jqg ".app_state.staking.params.bond_denom=\"$DENOM\""
+jqg ".app_state.gov.deposit_params.min_deposit[0].denom=\"$DENOM\""
+jqg ".app_state.gov.params.min_deposit[0].denom=\"$DENOM\""
+jqg ".app_state.gov.params.expedited_min_deposit[0].denom=\"$DENOM\""
+jqg ".app_state.evm.params.evm_denom=\"$DENOM\""
+jqg ".app_state.mint.params.mint_denom=\"$DENOM\""
+jqg '.app_state.bank.denom_metadata=[{"description":"The native staking token for evmd.","denom_units":[{"denom":"atest","exponent":0,"aliases":["attotest"]},{"denom":"test","exponent":18,"aliases":[]}],"base":"atest","display":"test","name":"Test Token","symbol":"TEST","uri":"","uri_hash":""}]'
+jqg '.app_state.erc20.native_precompiles=["0xEeeeeEeeeEeEeeEeEeEeeEEEeeeeEeeeeeeeEEeE"]'
+jqg '.app_state.erc20.token_pairs=[{contract_owner:1,erc20_address:"0xEeeeeEeeeEeEeeEeEeEeeEEEeeeeEeeeeeeeEEeE",denom:"atest",enabled:true}]'
+jqg '.consensus.params.block.max_gas="10000000"'
+# The chain-wide minimum gas price: the base fee's floor (x/feemarket).
+jqg ".app_state.feemarket.params.min_gas_price=\"${MIN_GAS_PRICE}.000000000000000000\""
+ev genesis add-genesis-account mykey 100000000000000000000000000$DENOM --keyring-backend "$KEYRING"
+ev genesis add-genesis-account dev0 1000000000000000000000000000$DENOM --keyring-backend "$KEYRING"
+
+# About a block a second.
+sed -i -e 's/^timeout_propose = .*/timeout_propose = "2s"/' \
+	-e 's/^timeout_prevote = .*/timeout_prevote = "500ms"/' \
+	-e 's/^timeout_precommit = .*/timeout_precommit = "500ms"/' \
+	-e 's/^timeout_commit = .*/timeout_commit = "1s"/' \
+	-e 's/type = "flood"/type = "app"/' \
+	-e 's#^pprof_laddr = .*#pprof_laddr = ""#' \
+	-e 's#^prometheus = .*#prometheus = false#' \
+	-e 's#^pex = .*#pex = false#' "$CONFIG_TOML"
+awk '
+	/^\[/ { sec=$0 }
+	sec=="[api]"      && /^enable = / { $0="enable = false" }
+	sec=="[grpc-web]" && /^enable = / { $0="enable = false" }
+	sec=="[json-rpc]" && /^enable-indexer = / { $0="enable-indexer = true" }
+	/-metrics-address = |^metrics-address = / { $0="" }
+	{ print }
+' "$APP_TOML" >"$APP_TOML.new" && mv "$APP_TOML.new" "$APP_TOML"
+
+GENTX_GAS_PRICE=$((MIN_GAS_PRICE > 10000000 ? MIN_GAS_PRICE : 10000000))
+ev genesis gentx mykey 1000000000000000000000$DENOM --gas-prices $GENTX_GAS_PRICE$DENOM --keyring-backend "$KEYRING" --chain-id "$COSMOS_CHAIN_ID"
+ev genesis collect-gentxs
+ev genesis validate-genesis
+
+KEY=$("$BIN" keys unsafe-export-eth-key dev0 --keyring-backend "$KEYRING" --home "$HOMEDIR" 2>>"$INITLOG" | tr -d '[:space:]')
+KEY=${KEY#0x}
+KEY=$(echo "$KEY" | tr 'A-F' 'a-f')
+[[ "$KEY" =~ ^[0-9a-f]{64}$ ]] || { echo "evmd-node.sh: could not export the funded key (see $INITLOG)" >&2; exit 1; }
+
+rpc() { curl -s -m 3 -H 'content-type: application/json' -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":[]}" "http://127.0.0.1:$RPC_PORT" 2>/dev/null; }
+# The other listeners: ports no socket uses now (they lie in the ephemeral
+# range, so an attempt that loses a race for one is retried).
+taken=" "
+pick_port() {
+	local p
+	for _ in $(seq 1 1000); do
+		p=$((36000 + RANDOM % 1000))
+		case "$taken" in *" $p "*) continue ;; esac
+		if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then taken="$taken$p "; echo "$p"; return 0; fi
+	done
+	return 1
+}
+started=""
+for attempt in 1 2 3 4 5; do
+	: >"$LOG"
+	setsid "$BIN" start --pruning nothing --log_level info \
+		--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
+		--json-rpc.enable --json-rpc.address "127.0.0.1:$RPC_PORT" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
+		--json-rpc.api eth,txpool,net,web3 \
+		--p2p.laddr "tcp://127.0.0.1:$(pick_port)" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
+		--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
+		--home "$HOMEDIR" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$LOG" 2>&1 &
+	pid=$!
+	echo "$pid" >"$PIDFILE"
+	for _ in $(seq 1 240); do
+		kill -0 "$pid" 2>/dev/null || break
+		bn=$(rpc eth_blockNumber | jq -r '.result // empty' 2>/dev/null || true)
+		if [ -n "$bn" ] && [ $((bn)) -ge 1 ]; then started=1; break; fi
+		sleep 0.5
+	done
+	[ -n "$started" ] && break
+	if ! kill -0 "$pid" 2>/dev/null && grep -q "address already in use" "$LOG"; then
+		echo "evmd-node.sh: attempt $attempt lost a port race; retrying" >&2
+		wait "$pid" 2>/dev/null || true
+		continue
+	fi
+	break
+done
+if [ -z "$started" ]; then
+	echo "evmd-node.sh: JSON-RPC did not reach block 1; last log lines:" >&2
+	tail -20 "$LOG" >&2
+	stop_node
+	exit 1
+fi
+echo "FUNDED_PRIVATE_KEY=0x$KEY"
+echo "PIDFILE=$PIDFILE"
+echo "RPC_URL=http://127.0.0.1:$RPC_PORT"
+echo "CHAIN_ID=$(($(rpc eth_chainId | jq -r '.result')))"
