@@ -23,6 +23,16 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
 		exit 1
 	fi
 fi
+# curl: a test runs the dev banner's curl commands as a newcomer pastes them.
+if ! command -v curl >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing curl (apt-get install curl)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+	else
+		echo "error: curl not found; a test runs the dev banner's curl commands. Install it and run again." >&2
+		exit 1
+	fi
+fi
 # A scratch server: durability is not under test, speed is. PostgreSQL's
 # default connection limit, so that CI proves the suite runs on any
 # developer's server (TEST_DATABASE_URL; see README).

@@ -3,6 +3,7 @@ package settlement
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -70,7 +71,10 @@ func TestRun_PaysInvoicesAndStopsOnCancel(t *testing.T) {
 	require.NoError(t, f.settler().Sync(ctx))
 }
 
-func TestRun_ProgressLog_OneLinePerBlock(t *testing.T) {
+// One progress line per processed block, at DEBUG: at INFO a block a
+// second would bury everything else an operator reads (the banner of
+// `payd dev` scrolled away); the metrics carry the progress.
+func TestRun_ProgressLog_OneDebugLinePerBlock(t *testing.T) {
 	f := newFixture(t, sqliteStore(t))
 	inv := f.invoice(eth(1000))
 	var logs logBuffer
@@ -90,11 +94,22 @@ func TestRun_ProgressLog_OneLinePerBlock(t *testing.T) {
 	for i, l := range lines {
 		require.EqualValues(t, i, l["block"])
 		require.EqualValues(t, 4-i, l["lag"], "lag behind the indexed head")
-		require.Equal(t, "INFO", l["level"])
+		require.Equal(t, "DEBUG", l["level"])
 		require.NotEmpty(t, l["block_hash"])
 	}
 	require.EqualValues(t, 0, lines[0]["payments"])
 	require.EqualValues(t, 2, lines[1]["payments"])
+
+	// At INFO, nothing per block.
+	var info logBuffer
+	s = f.settler(func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&info, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	f.mineN(3)
+	f.sync(s)
+	for _, l := range info.lines(t) {
+		require.NotEqual(t, "settlement: block processed", l["msg"])
+	}
 }
 
 func TestRun_Metrics(t *testing.T) {

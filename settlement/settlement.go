@@ -78,7 +78,7 @@ type Config struct {
 	// payments matched, invoice transitions, events, reorgs. Defaults to a
 	// new private registry, available from Settler.Gatherer.
 	Registerer prometheus.Registerer
-	// Logger receives one progress line per processed block (info), reorgs
+	// Logger receives one progress line per processed block (debug), reorgs
 	// and retried failures (warn), transitions (debug). Defaults to a
 	// logger that discards everything.
 	Logger *slog.Logger

@@ -302,7 +302,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 	s.m.payments.Add(float64(payments))
 	s.m.setPosition(max(head, n), n)
 	s.record(ctx, changes)
-	s.log.InfoContext(ctx, "settlement: block processed",
+	s.log.DebugContext(ctx, "settlement: block processed",
 		slog.Uint64("block", n),
 		slog.String("block_hash", next.BlockHash.Hex()),
 		slog.Int("payments", payments),

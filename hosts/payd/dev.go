@@ -60,11 +60,13 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	log.Info("starting the dev chain", "rpc", *chainAddr, "block_time", blockTime.String())
 	chain, err := startDevChain(*chainAddr, *blockTime,
 		[]common.Address{crypto.PubkeyToAddress(funder.PublicKey), crypto.PubkeyToAddress(sweepKey.PublicKey)})
 	if err != nil {
 		return err
 	}
+	log.Info("deploying the test token and minting it to the funded accounts")
 	usdc, err := chain.deployDevToken(ctx)
 	if err != nil {
 		chain.backend.Close()
@@ -121,7 +123,16 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		a.close()
 		return err
 	}
-	printDevBanner(stdout, a, chain, demo, usdc, *dataDir)
+	banner := devBanner(a, chain, demo, usdc, *dataDir)
+	bannerPath := filepath.Join(*dataDir, devBannerFile)
+	// The banner holds the demo merchant's credentials: readable by its
+	// owner only, like the dev secrets beside it.
+	if err := os.WriteFile(bannerPath, []byte(banner), 0o600); err != nil {
+		a.close()
+		return fmt.Errorf("write %s: %w", bannerPath, err)
+	}
+	fmt.Fprint(stdout, banner)
+	fmt.Fprintf(stdout, "  (This banner is kept in %s: `cat %s` shows it again.)\n\n", bannerPath, bannerPath)
 	return a.run(ctx)
 }
 
@@ -141,7 +152,14 @@ func createDemoMerchant(ctx context.Context, a *app, webhookURL string) (invoice
 	})
 }
 
-func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMerchant, usdc *testtoken.Token, dataDir string) {
+// devBannerFile is where `payd dev` keeps its banner, in the data
+// directory: the demo merchant's credentials stay retrievable after the
+// log has scrolled them away.
+const devBannerFile = "dev-banner.txt"
+
+// devBanner is what `payd dev` prints once it serves: the chain, the
+// listeners, the demo merchant's credentials and commands to paste.
+func devBanner(a *app, chain *devChain, demo invoice.CreatedMerchant, usdc *testtoken.Token, dataDir string) string {
 	api := a.httpURL()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  evmpay dev is running — everything in this process, state in %s\n\n", dataDir)
@@ -168,9 +186,13 @@ func printDevBanner(w io.Writer, a *app, chain *devChain, demo invoice.CreatedMe
 	fmt.Fprintf(&b, "    %s/checkout#<lookup_token>\n\n", api)
 	fmt.Fprintf(&b, "  Pay it (in another terminal) with its payment_uri, and watch the page follow:\n\n")
 	fmt.Fprintf(&b, "    go run ./hosts/payd pay 'ethereum:0x…@%d?value=500000000000000000'\n\n", a.chainID)
-	fmt.Fprintf(&b, "  Or an invoice for 12.5 %s: -d '{\"asset\": \"%s\", \"amount_formatted\": \"12.5\"}'\n", usdc.Symbol, usdc.Symbol)
+	fmt.Fprintf(&b, "  Or an invoice for 12.5 %s (each new invoice needs its own Idempotency-Key):\n\n", usdc.Symbol)
+	fmt.Fprintf(&b, "    curl -s -X POST %s/v1/invoices \\\n", api)
+	fmt.Fprintf(&b, "      -H 'Authorization: Bearer %s' \\\n", demo.APIKey)
+	fmt.Fprintf(&b, "      -H 'Idempotency-Key: demo-usdc-1' -H 'Content-Type: application/json' \\\n")
+	fmt.Fprintf(&b, "      -d '{\"asset\": \"%s\", \"amount_formatted\": \"12.5\"}'\n\n", usdc.Symbol)
 	fmt.Fprintf(&b, "    and pay its payment_uri the same way: payd pay 'ethereum:%s@%d/transfer?address=0x…&uint256=12500000'\n\n",
 		usdc.Address.Hex(), a.chainID)
-	fmt.Fprintf(&b, "  Or read it as the merchant: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
-	fmt.Fprint(w, b.String())
+	fmt.Fprintf(&b, "  Read an invoice as the merchant: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
+	return b.String()
 }

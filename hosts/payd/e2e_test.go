@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -255,6 +256,32 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	require.NotNil(t, secret, "the banner prints the demo webhook secret")
 	recv.setSecret(secret[1])
 	waitHTTP(t, "http://"+httpAddr+"/readyz", 10*time.Second)
+
+	// The banner stays retrievable after the log scrolled it away: the
+	// file it names holds it, readable by its owner only.
+	bannerPath := filepath.Join(dataDir, devBannerFile)
+	require.Contains(t, out.String(), bannerPath)
+	saved, err := os.ReadFile(bannerPath)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), string(saved))
+	require.Contains(t, string(saved), key[1])
+	fi, err := os.Stat(bannerPath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	// Both of its curl commands work as pasted, one after the other (each
+	// with its own Idempotency-Key).
+	curls := regexp.MustCompile(`(?s)curl -s -X POST .*?\}'`).FindAllString(string(saved), -1)
+	require.Len(t, curls, 2, "a native and a token invoice:\n%s", saved)
+	for _, cmd := range curls {
+		var args []string
+		for _, m := range regexp.MustCompile(`'[^']*'|\S+`).FindAllString(strings.ReplaceAll(cmd, "\\\n", " "), -1) {
+			args = append(args, strings.Trim(m, "'"))
+		}
+		c := exec.Command(args[0], args[1:]...)
+		got, err := c.Output()
+		require.NoError(t, err, "%s", cmd)
+		require.Contains(t, string(got), `"status":"PENDING"`, "%s\n%s", cmd, got)
+	}
 
 	payFlow(t, ctx, apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, chainAddr, recv)
 

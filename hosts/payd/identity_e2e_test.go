@@ -323,7 +323,7 @@ func TestServe_ChainSwappedWhileSweepsInFlight_NothingActedOnWhileTheNodeIsBehin
 	api := r.apps["api"]
 	op := apiClient{t: t, base: api.httpURL(), key: api.adminToken}
 	code, m := op.do("POST", "/v1/admin/merchants", map[string]any{
-		"settlement_address": "0x00000000000000000000000000000000000000Aa", "webhook_url": "http://127.0.0.1:1/hooks"}, nil)
+		"settlement_address": common.HexToAddress("0x00000000000000000000000000000000000000aa").Hex(), "webhook_url": "http://127.0.0.1:1/hooks"}, nil)
 	require.Equal(t, http.StatusCreated, code, "%v", m)
 	merchant := apiClient{t: t, base: api.httpURL(), key: m["api_key"].(string)}
 	var ids []int64

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,7 +23,36 @@ import (
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// defaultAddrs are the listen addresses payd binds when none is given: a
+// newcomer's `payd dev` holds them while `make test` runs beside it.
+var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8545", "127.0.0.1:8546", "127.0.0.1:9464"}
+
+// TestMain holds payd's default ports for the whole run (those that are
+// free), as a running `payd dev` would: a test that binds one, instead of a
+// port the OS picks, fails here every time, not only beside `payd dev`.
+func TestMain(m *testing.M) {
+	for _, addr := range defaultAddrs {
+		if l, err := net.Listen("tcp", addr); err == nil {
+			held = append(held, l)
+		}
+	}
+	pgtest.Main(m)
+}
+
+// held are the default ports this process holds.
+var held []net.Listener
+
+// Every default port is taken while the tests run (by TestMain, or by a
+// `payd dev` someone runs beside them): no test can rely on one.
+func TestSuite_HoldsTheDefaultPorts(t *testing.T) {
+	for _, addr := range defaultAddrs {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+		}
+		require.Error(t, err, "%s is free during the tests", addr)
+	}
+}
 
 var (
 	buildOnce sync.Once

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,28 +34,36 @@ func ethersNodePath(t *testing.T) string {
 
 // payWithEthers runs testdata/ethers_pay.cjs: walletPayments payments from
 // dev-mnemonic account index, each sent and awaited as ethers.js and viem
-// do, and requires that no JSON-RPC call failed.
-func payWithEthers(t *testing.T, nodePath, rpcURL string, index int) {
-	t.Helper()
+// do; an error says which JSON-RPC call failed.
+func payWithEthers(nodePath, rpcURL string, index int) error {
 	cmd := exec.Command("node", filepath.Join("testdata", "ethers_pay.cjs"), rpcURL, strconv.Itoa(walletPayments), strconv.Itoa(index))
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "ethers.js against %s: %s", rpcURL, out)
-	require.Contains(t, string(out), `"mined":`+strconv.Itoa(walletPayments)+`,"errors":0`)
+	if err != nil {
+		return fmt.Errorf("ethers.js against %s: %v: %s", rpcURL, err, out)
+	}
+	if !strings.Contains(string(out), `"mined":`+strconv.Itoa(walletPayments)+`,"errors":0`) {
+		return fmt.Errorf("ethers.js against %s: %s", rpcURL, out)
+	}
+	return nil
 }
 
 // waitChainID polls url with eth_chainId every 20 ms until it answers 200.
 func waitChainID(t *testing.T, url string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		resp, err := http.Post(url, "application/json",
-			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "%s never answered eth_chainId", url)
+	require.Eventually(t, func() bool { return chainIDAnswers(url) }, 60*time.Second, 20*time.Millisecond,
+		"%s never answered eth_chainId", url)
+}
+
+// chainIDAnswers reports whether url answers eth_chainId with 200.
+func chainIDAnswers(url string) bool {
+	resp, err := http.Post(url, "application/json",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // A wallet starting to pay the moment `payd devchain` answers, and one paying
@@ -87,22 +96,42 @@ func TestDevChain_EthersPaymentsAwaited_NoLookupErrors(t *testing.T) {
 	devDone := make(chan error, 1)
 	go func() {
 		devDone <- run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", devChainAddr,
-			"--block-time", "300ms", "--data", t.TempDir()}, &devOut)
+			"--metrics", "", "--block-time", "300ms", "--data", t.TempDir()}, &devOut)
 	}()
 
-	var wg sync.WaitGroup
+	// The payments run concurrently; their results are checked here, in
+	// the test's goroutine, after every one has returned.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs = map[string]error{}
+	)
 	pay := func(name, url string, index int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t.Run(name, func(t *testing.T) { payWithEthers(t, nodePath, url, index) })
+			err := payWithEthers(nodePath, url, index)
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
 		}()
 	}
 	pay("devchain chain port", "http://"+chainAddr, 1)
-	waitChainID(t, "http://"+proxyAddr)
+	waitUntil(t, 120*time.Second, 20*time.Millisecond, func() bool {
+		select {
+		case err := <-devDone:
+			wg.Wait()
+			t.Fatalf("payd dev stopped: %v\n%s", err, devOut.String())
+		default:
+		}
+		return chainIDAnswers("http://" + proxyAddr)
+	}, func() string { return "payd dev's RPC proxy never answered eth_chainId:\n" + devOut.String() })
 	pay("dev chain port", "http://"+devChainAddr, 2)
 	pay("dev RPC proxy", "http://"+proxyAddr, 3)
 	wg.Wait()
+	for name, err := range errs {
+		require.NoError(t, err, name)
+	}
 
 	cancel()
 	for _, done := range []chan error{chainDone, devDone} {
