@@ -62,12 +62,24 @@ type Feed struct {
 	bc      *bind.BoundContract
 }
 
+// withGas returns opts with gas set when the caller left it to estimation:
+// go-ethereum v1.17.10's simulated backend estimated 736,460 gas for the
+// mock's creation, which then used 1,053,263 and failed out of gas.
+func withGas(opts *bind.TransactOpts, gas uint64) *bind.TransactOpts {
+	if opts.GasLimit != 0 {
+		return opts
+	}
+	o := *opts
+	o.GasLimit = gas
+	return &o
+}
+
 func deploy(opts *bind.TransactOpts, backend bind.ContractBackend, k kind, args ...any) (*Feed, *types.Transaction, error) {
 	input, err := k.abi.Pack("", args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chainlinktest: pack constructor: %w", err)
 	}
-	addr, tx, err := bind.DeployContract(opts, k.bytecode, backend, input)
+	addr, tx, err := bind.DeployContract(withGas(opts, 3_000_000), k.bytecode, backend, input)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chainlinktest: deploy: %w", err)
 	}
@@ -84,13 +96,13 @@ func DeployMock(opts *bind.TransactOpts, backend bind.ContractBackend, decimals 
 // UpdateAnswer starts the mock's next round with answer at the block's
 // time (MockV3Aggregator only).
 func (f *Feed) UpdateAnswer(opts *bind.TransactOpts, answer *big.Int) (*types.Transaction, error) {
-	return f.bc.Transact(opts, "updateAnswer", answer)
+	return f.bc.Transact(withGas(opts, 1_000_000), "updateAnswer", answer)
 }
 
 // UpdateRoundData sets the mock's latest round outright (MockV3Aggregator
 // only): an old updatedAt makes a stale feed.
 func (f *Feed) UpdateRoundData(opts *bind.TransactOpts, roundID uint64, answer *big.Int, updatedAt, startedAt uint64) (*types.Transaction, error) {
-	return f.bc.Transact(opts, "updateRoundData", new(big.Int).SetUint64(roundID), answer,
+	return f.bc.Transact(withGas(opts, 1_000_000), "updateRoundData", new(big.Int).SetUint64(roundID), answer,
 		new(big.Int).SetUint64(updatedAt), new(big.Int).SetUint64(startedAt))
 }
 
@@ -103,5 +115,5 @@ func DeployScripted(opts *bind.TransactOpts, backend bind.ContractBackend, decim
 // SetRound sets the round a ScriptedAggregator answers.
 func (f *Feed) SetRound(opts *bind.TransactOpts, roundID uint64, answer *big.Int, startedAt, updatedAt, answeredInRound uint64) (*types.Transaction, error) {
 	u := func(v uint64) *big.Int { return new(big.Int).SetUint64(v) }
-	return f.bc.Transact(opts, "setRound", u(roundID), answer, u(startedAt), u(updatedAt), u(answeredInRound))
+	return f.bc.Transact(withGas(opts, 1_000_000), "setRound", u(roundID), answer, u(startedAt), u(updatedAt), u(answeredInRound))
 }
