@@ -45,9 +45,28 @@ func roundSig(r *big.Rat) (store.Decimal, error) {
 	}
 }
 
+// powers10 holds 10^0 … 10^(2·MaxDecimalScale+1); never modify them.
+var powers10 = func() []*big.Int {
+	out := make([]*big.Int, 2*store.MaxDecimalScale+2)
+	p := big.NewInt(1)
+	for i := range out {
+		out[i] = new(big.Int).Set(p)
+		p.Mul(p, bigTen)
+	}
+	return out
+}()
+
+// pow10 returns 10^n (n ≥ 0); callers must not modify the result.
+func pow10(n int) *big.Int {
+	if n < len(powers10) {
+		return powers10[n]
+	}
+	return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil)
+}
+
 // scaleRound returns r × 10^s rounded half up to an integer.
 func scaleRound(r *big.Rat, s int) *big.Int {
-	num := new(big.Int).Mul(r.Num(), new(big.Int).Exp(bigTen, big.NewInt(int64(s)), nil))
+	num := new(big.Int).Mul(r.Num(), pow10(s))
 	num.Lsh(num, 1).Add(num, r.Denom()) // (2·num + den) / (2·den) = round half up
 	return num.Quo(num, new(big.Int).Lsh(r.Denom(), 1))
 }
@@ -68,15 +87,15 @@ func quo(a, b store.Decimal) (store.Decimal, error) {
 // mean2 returns (a + b) / 2, exact when it fits in a Decimal's scale.
 func mean2(a, b store.Decimal) (store.Decimal, error) {
 	s := int(max(a.Scale(), b.Scale()))
-	sum := new(big.Int).Mul(a.Coef(), new(big.Int).Exp(bigTen, big.NewInt(int64(s-int(a.Scale()))), nil))
-	sum.Add(sum, new(big.Int).Mul(b.Coef(), new(big.Int).Exp(bigTen, big.NewInt(int64(s-int(b.Scale()))), nil)))
+	sum := new(big.Int).Mul(a.Coef(), pow10(s-int(a.Scale())))
+	sum.Add(sum, new(big.Int).Mul(b.Coef(), pow10(s-int(b.Scale()))))
 	sum.Mul(sum, big.NewInt(5)) // ÷ 2 = × 5 ÷ 10
 	if s+1 <= store.MaxDecimalScale {
 		if d, err := store.NewDecimal(sum, uint8(s+1)); err == nil {
 			return d, nil
 		}
 	}
-	return roundSig(new(big.Rat).SetFrac(sum, new(big.Int).Exp(bigTen, big.NewInt(int64(s+1)), nil)))
+	return roundSig(new(big.Rat).SetFrac(sum, pow10(s+1)))
 }
 
 // deviates reports whether |v − m| / m > bps / 10000, exactly.

@@ -33,6 +33,12 @@ type Pricer struct {
 	running    atomic.Bool
 	next       atomic.Int64 // Unix nanoseconds of the next refresh while Run runs
 
+	// evals caches each pair's evaluation for as long as it cannot change
+	// (until the first of its observations ages out or comes of age):
+	// quotes between two refreshes then cost a map lookup per pair.
+	evals sync.Map // Pair → *cachedEval
+	gen   atomic.Uint64
+
 	mu       sync.RWMutex
 	readings map[Pair]map[string]Rate // the latest observation per pair and source
 	health   map[string]*sourceHealth
@@ -55,6 +61,12 @@ type verified struct {
 	value   store.Decimal
 	sources []store.QuoteSource
 	at      time.Time // when it was last verified by enough agreeing sources
+}
+
+type cachedEval struct {
+	gen         uint64
+	from, until time.Time
+	ev          evaluation
 }
 
 type dropKey struct {
@@ -190,6 +202,7 @@ func (p *Pricer) Refresh(ctx context.Context) error {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.gen.Add(1) // the observations change: every cached evaluation is void
 	var errs []error
 	for i, s := range p.sources {
 		name, a := s.Name(), answers[i]
@@ -263,9 +276,31 @@ type evaluation struct {
 
 // evaluate verifies pair at now: fresh observations, the median, the ones
 // too far from it dropped, the median of the rest if enough remain.
-// Callers hold p.mu.
+// Callers hold p.mu (for reading at least). The result is cached until an
+// observation ages out or comes of age, or the next refresh.
 func (p *Pricer) evaluate(pair Pair, now time.Time) evaluation {
-	ev := evaluation{pair: pair}
+	gen := p.gen.Load()
+	if c, ok := p.evals.Load(pair); ok {
+		c := c.(*cachedEval)
+		if c.gen == gen && !now.Before(c.from) && now.Before(c.until) {
+			return c.ev
+		}
+	}
+	ev, until := p.evaluateNow(pair, now)
+	p.evals.Store(pair, &cachedEval{gen: gen, from: now, until: until, ev: ev})
+	return ev
+}
+
+// evaluateNow is evaluate without the cache; until is when the result may
+// first change as time passes.
+func (p *Pricer) evaluateNow(pair Pair, now time.Time) (ev evaluation, until time.Time) {
+	ev = evaluation{pair: pair}
+	until = now.Add(p.cfg.MaxAge)
+	soonest := func(t time.Time) {
+		if t.Before(until) {
+			until = t
+		}
+	}
 	var fresh []observation
 	for name, r := range p.readings[pair] {
 		o := observation{name, r}
@@ -276,10 +311,12 @@ func (p *Pricer) evaluate(pair Pair, now time.Time) evaluation {
 		switch {
 		case r.At.After(now.Add(futureSkew)):
 			ev.dropped = append(ev.dropped, drop{o, "future"})
+			soonest(r.At.Add(-futureSkew)) // no longer in the future then
 		case now.Sub(r.At) > maxAge:
 			ev.dropped = append(ev.dropped, drop{o, "stale"})
 		default:
 			fresh = append(fresh, o)
+			soonest(r.At.Add(maxAge).Add(time.Nanosecond)) // stale from then
 		}
 	}
 	need := p.cfg.MinSources
@@ -290,7 +327,7 @@ func (p *Pricer) evaluate(pair Pair, now time.Time) evaluation {
 		m, err := median(fresh)
 		if err != nil {
 			ev.reason = err.Error()
-			return ev
+			return ev, until
 		}
 		for _, o := range fresh {
 			if deviates(o.rate.Value, m, p.cfg.MaxDeviationBps) {
@@ -311,15 +348,15 @@ func (p *Pricer) evaluate(pair Pair, now time.Time) evaluation {
 			ev.reason += " (" + strings.Join(why, ", ") + ")"
 		}
 		ev.used = nil
-		return ev
+		return ev, until
 	}
 	v, err := median(ev.used)
 	if err != nil {
 		ev.reason = err.Error()
-		return ev
+		return ev, until
 	}
 	ev.value, ev.ok = v, true
-	return ev
+	return ev, until
 }
 
 // median of the observations' values (at least one): the middle one, or

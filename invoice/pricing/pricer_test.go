@@ -631,3 +631,24 @@ func observation(t *testing.T, st pricing.Status, pair, source string) pricing.O
 	t.Fatalf("no %s observation of %s", source, pair)
 	return pricing.ObservationStatus{}
 }
+
+// TestPricer_EvaluationFollowsTheClockBetweenRefreshes checks that what a
+// quote sees changes as observations age out or come of age, with no
+// refresh in between (evaluations are cached until then).
+func TestPricer_EvaluationFollowsTheClockBetweenRefreshes(t *testing.T) {
+	t.Parallel()
+	a := newScript("a").set(ethUSD, "2500", fixedNow)
+	b := newScript("b").set(ethUSD, "2504", fixedNow.Add(-100*time.Second))
+	c := newScript("c").set(ethUSD, "2502", fixedNow.Add(2*time.Minute)) // a clock running ahead
+	f := newFixture(t, pricing.Config{MinSources: 1, MaxAge: 2 * time.Minute}, a, b, c)
+	f.refresh()
+	q, err := f.quote("10", "USD", eth)
+	require.NoError(t, err)
+	require.Equal(t, "2502", q.Rate.String()) // a and b; c is in the future
+
+	f.clock.Add(61 * time.Second) // c comes of age; b (161 s) ages out
+	q, err = f.quote("10", "USD", eth)
+	require.NoError(t, err)
+	require.Equal(t, "2501", q.Rate.String()) // a and c
+	require.Equal(t, []string{"a", "c"}, []string{q.Sources[0].Name, q.Sources[1].Name})
+}
