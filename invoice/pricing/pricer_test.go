@@ -247,7 +247,7 @@ func TestPricer_DeviatingSourceDropped(t *testing.T) {
 	a := newScript("a").set(ethUSD, "2500", fixedNow)
 	b := newScript("b").set(ethUSD, "2510", fixedNow)
 	wild := newScript("wild").set(ethUSD, "1"+strings.Repeat("0", 70), fixedNow) // a well-formed but absurd price
-	dip := newScript("dip").set(ethUSD, "2380", fixedNow)                         // 4.8 % under the median
+	dip := newScript("dip").set(ethUSD, "2380", fixedNow)                        // 4.8 % under the median
 	f := newFixture(t, pricing.Config{MaxDeviationBps: 100}, a, b, wild, dip)
 	f.refresh()
 	q, err := f.quote("10", "USD", eth)
