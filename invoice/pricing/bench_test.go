@@ -2,6 +2,7 @@ package pricing_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,4 +79,24 @@ func BenchmarkQuote_Parallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkQuote_Percentiles times every quote of an invoice accepting ETH
+// and USDC in EUR (the costliest case above) and reports the p50 and p99
+// of those times: the bar is on the p50 added to invoice creation.
+func BenchmarkQuote_Percentiles(b *testing.B) {
+	p := warmPricer(b)
+	price := store.MustParseFiat("49.90", "EUR")
+	expires := time.Now().Add(time.Hour)
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := p.Quotes(context.Background(), price, []store.Asset{eth, usdcA}, expires); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
 }
