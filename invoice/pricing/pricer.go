@@ -178,7 +178,8 @@ func (p *Pricer) Run(ctx context.Context) error {
 // Refresh asks every source for every pair at once (each bounded by
 // SourceTimeout), keeps what they answered, and re-verifies every pair,
 // logging and counting the sources dropped. The error joins the sources'
-// errors; the rates are refreshed with whatever did answer.
+// errors; the rates are refreshed with whatever did answer. A refresh whose
+// ctx is cancelled records nothing and returns ctx's error.
 func (p *Pricer) Refresh(ctx context.Context) error {
 	type answer struct {
 		rates []Rate
@@ -198,6 +199,9 @@ func (p *Pricer) Refresh(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err // stopping: what the sources said while cancelled is not news
+	}
 	now := p.cfg.Now()
 
 	p.mu.Lock()

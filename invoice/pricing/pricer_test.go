@@ -652,3 +652,14 @@ func TestPricer_EvaluationFollowsTheClockBetweenRefreshes(t *testing.T) {
 	require.Equal(t, "2501", q.Rate.String()) // a and c
 	require.Equal(t, []string{"a", "c"}, []string{q.Sources[0].Name, q.Sources[1].Name})
 }
+
+func TestPricer_RefreshCancelledRecordsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, pricing.Config{MinSources: 1}, newScript("a").set(ethUSD, "2500", fixedNow))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, f.p.Refresh(ctx), context.Canceled)
+	require.Nil(t, f.p.Status().Sources[0].LastAttemptAt)
+	_, err := f.quote("10", "USD", eth)
+	require.ErrorIs(t, err, pricing.ErrRateUnavailable)
+}
