@@ -15,6 +15,16 @@ const (
 	EventInvoiceSweepFailed = "invoice.sweep_failed"
 )
 
+// EventTypes returns every event type, in the order merchants meet them:
+// what a webhook's type can be.
+func EventTypes() []string {
+	return []string{
+		EventInvoiceUnderpaid, EventInvoicePaid, EventInvoiceOverpaid, EventInvoiceWrongAsset,
+		EventInvoiceConfirmed, EventInvoiceSettled, EventInvoiceExpired, EventInvoiceLatePayment,
+		EventInvoiceReverted, EventInvoiceSweepFailed,
+	}
+}
+
 // Event is an outbox entry written in the same database transaction as the
 // state change it reports. Data is a JSON snapshot of the invoice at that
 // moment.

@@ -100,8 +100,11 @@ type appConfig struct {
 	// mnemonic.
 	xpub string
 
-	confirmations  int
-	sweepPolicy    sweep.Policy
+	confirmations int
+	sweepPolicy   sweep.Policy
+	// minGasPrice is the node's minimum gas price in wei: sweep
+	// transactions are never priced below it. Zero: none.
+	minGasPrice    store.Amount
 	archiveAfter   time.Duration
 	archiveEvery   time.Duration
 	proxyRate      float64
@@ -457,6 +460,7 @@ func (a *app) buildSweep(ctx context.Context) error {
 		Policy:        a.cfg.sweepPolicy,
 		TokenPaths:    tokenPaths(a.cfg.tokens),
 		Confirmations: uint64(a.cfg.confirmations),
+		MinGasPrice:   a.cfg.minGasPrice,
 		// No stored signed transaction goes to a node that serves another
 		// chain than the one it was signed for (same chain id).
 		ChainGuard:    a.identity,

@@ -44,6 +44,20 @@ func TestServe_MissingEnvironment_NamesEachVariable(t *testing.T) {
 	require.EqualValues(t, 9000, e.chainID)
 	require.True(t, e.backfill)
 	require.Equal(t, 12, e.confirmations)
+	require.True(t, e.minGasPrice.IsZero(), "no minimum gas price unless set")
+}
+
+// MIN_GAS_PRICE is the node's minimum gas price in wei (a Cosmos EVM
+// validator's --minimum-gas-prices): an exact integer.
+func TestServe_MinGasPrice_ExactWei(t *testing.T) {
+	t.Parallel()
+	e, err := readServeEnv(envOf(map[string]string{"DATABASE_URL": "x", "RPC_URL": "y", "MIN_GAS_PRICE": "1000000000"}))
+	require.NoError(t, err)
+	require.Equal(t, "1000000000", e.minGasPrice.String())
+	for _, bad := range []string{"1.5", "-1", "1e9", "one"} {
+		_, err := readServeEnv(envOf(map[string]string{"DATABASE_URL": "x", "RPC_URL": "y", "MIN_GAS_PRICE": bad}))
+		require.ErrorContains(t, err, "MIN_GAS_PRICE", bad)
+	}
 }
 
 func TestFileProvider_ReadsFileAndTrims(t *testing.T) {

@@ -27,6 +27,9 @@ type edgeEnv struct {
 	apiKey, admin       string
 	lookupToken         string
 	invoiceID           int64
+	// A token invoice (the dev chain's test stablecoin).
+	tokenLookupToken string
+	tokenInvoiceID   int64
 }
 
 func newEdgeEnv(t *testing.T) *edgeEnv {
@@ -37,6 +40,9 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 	require.NoError(t, err)
 	chain, err := startDevChain(freeAddr(t), time.Hour, nil)
 	require.NoError(t, err)
+	usdc, err := chain.deployDevToken(ctx)
+	require.NoError(t, err)
+	decimals := usdc.Decimals
 	chainDone := make(chan error, 1)
 	go func() { chainDone <- chain.Run(ctx) }()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "payd.db"), sqlite.Config{})
@@ -48,7 +54,8 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 		metricsAddr: "127.0.0.1:0",
 		rpcURL:      chain.url, keys: keys, confirmations: 12, sweepPolicy: sweep.PolicySponsor,
 		archiveAfter: 365 * 24 * time.Hour, archiveEvery: time.Hour, proxyRate: 1000, proxyBurst: 1000,
-		log: slog.New(slog.DiscardHandler),
+		tokens: []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
+		log:    slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	demo, err := createDemoMerchant(ctx, a, "")
@@ -73,6 +80,11 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 	}
 	require.NoError(t, json.Unmarshal(res.body, &inv))
 	e.invoiceID, e.lookupToken = inv.ID, inv.LookupToken
+	res = e.do(t, "POST", "/v1/invoices", `{"asset":"`+usdc.Symbol+`","amount_formatted":"12.5"}`,
+		"Authorization", "Bearer "+e.apiKey, "Idempotency-Key", "edge-token", "Content-Type", "application/json")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	require.NoError(t, json.Unmarshal(res.body, &inv))
+	e.tokenInvoiceID, e.tokenLookupToken = inv.ID, inv.LookupToken
 	return e
 }
 

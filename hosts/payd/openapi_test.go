@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -143,6 +144,9 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 		{"GET", "/v1/admin/status", "", nil},
 		{"POST", "/v1/admin/sweeps/retry", `{"invoice_ids":[1,999999]}`, []string{"Authorization", operator, "Content-Type", "application/json"}},
 		{"GET", "/v1/public/invoice", "", []string{"Authorization", "Bearer " + e.lookupToken}},
+		{"GET", "/v1/public/invoice", "", []string{"Authorization", "Bearer " + e.tokenLookupToken}},
+		{"GET", fmt.Sprintf("/v1/invoices/%d", e.invoiceID), "", []string{"Authorization", merchant}},
+		{"GET", fmt.Sprintf("/v1/invoices/%d", e.tokenInvoiceID), "", []string{"Authorization", merchant}},
 		{"GET", "/v1/blocks/latest", "", nil},
 		{"GET", "/v1/blocks/0", "", nil},
 		{"GET", "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/transactions?limit=2", "", nil},

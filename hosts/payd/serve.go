@@ -88,6 +88,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		xpub:           os.Getenv("PAY_XPUB"),
 		confirmations:  env.confirmations,
 		sweepPolicy:    env.sweepPolicy,
+		minGasPrice:    env.minGasPrice,
 		archiveAfter:   env.archiveAfter,
 		archiveEvery:   time.Hour,
 		proxyRate:      env.proxyRate,
@@ -120,9 +121,12 @@ type serveEnv struct {
 	backfill        bool
 	confirmations   int
 	sweepPolicy     sweep.Policy
-	archiveAfter    time.Duration
-	proxyRate       float64
-	proxyBurst      int
+	// minGasPrice is the node's minimum gas price in wei (MIN_GAS_PRICE):
+	// no sweep transaction is priced below it.
+	minGasPrice  store.Amount
+	archiveAfter time.Duration
+	proxyRate    float64
+	proxyBurst   int
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
@@ -183,6 +187,12 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		e.sweepPolicy = sweep.Policy(v)
 		if e.sweepPolicy != sweep.PolicySponsor && e.sweepPolicy != sweep.PolicyDeduct {
 			return errors.New("want sponsor or deduct")
+		}
+		return nil
+	})
+	parse("MIN_GAS_PRICE", func(v string) (err error) {
+		if e.minGasPrice, err = store.ParseAmount(v); err != nil {
+			return errors.New("want a decimal number of wei per gas, e.g. 1000000000")
 		}
 		return nil
 	})

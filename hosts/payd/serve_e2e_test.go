@@ -94,6 +94,9 @@ func startProcess(t *testing.T, name string, env []string, args ...string) *proc
 	p.cmd.Stderr = &p.out
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
+		if p.cmd.ProcessState != nil {
+			return // the test waited for it to exit
+		}
 		_ = p.cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
 		go func() { done <- p.cmd.Wait() }()

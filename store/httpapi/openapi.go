@@ -19,12 +19,14 @@ func MergeOpenAPI(base []byte, parts ...[]byte) ([]byte, error) {
 		return nil, fmt.Errorf("httpapi: openapi base: %w", err)
 	}
 	paths := map[string]map[string]json.RawMessage{}
+	webhooks := map[string]json.RawMessage{}
 	components := map[string]map[string]json.RawMessage{}
 	var tags []json.RawMessage
 	tagNames := map[string]json.RawMessage{}
 	for i, part := range append([][]byte{base}, parts...) {
 		var p struct {
 			Paths      map[string]map[string]json.RawMessage `json:"paths"`
+			Webhooks   map[string]json.RawMessage            `json:"webhooks"`
 			Components map[string]map[string]json.RawMessage `json:"components"`
 			Tags       []json.RawMessage                     `json:"tags"`
 		}
@@ -41,6 +43,12 @@ func MergeOpenAPI(base []byte, parts ...[]byte) ([]byte, error) {
 				}
 				paths[path][key] = v
 			}
+		}
+		for name, v := range p.Webhooks {
+			if old, ok := webhooks[name]; ok && !sameJSON(old, v) {
+				return nil, fmt.Errorf("httpapi: openapi part %d: webhook %s is described twice", i, name)
+			}
+			webhooks[name] = v
 		}
 		for kind, named := range p.Components {
 			if components[kind] == nil {
@@ -73,6 +81,11 @@ func MergeOpenAPI(base []byte, parts ...[]byte) ([]byte, error) {
 	}
 	if err := set("paths", paths); err != nil {
 		return nil, err
+	}
+	if len(webhooks) > 0 {
+		if err := set("webhooks", webhooks); err != nil {
+			return nil, err
+		}
 	}
 	if len(components) > 0 {
 		if err := set("components", components); err != nil {
