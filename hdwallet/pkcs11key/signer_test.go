@@ -60,7 +60,7 @@ func TestGenerateKey_TransactionsMinedOnSimulatedChain(t *testing.T) {
 	for nonce := range uint64(8) {
 		tx := types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9),
 			GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), big.NewInt(1e9)),
-			Gas: 21_000, To: &to, Value: big.NewInt(int64(1000 + nonce))})
+			Gas:       21_000, To: &to, Value: big.NewInt(int64(1000 + nonce))})
 		signed, err := k.SignTx(ctx, tx, signer)
 		require.NoError(t, err)
 		from, err := types.Sender(signer, signed)
