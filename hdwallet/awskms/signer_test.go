@@ -33,7 +33,7 @@ var ctx = context.Background()
 
 var secp256k1HalfN = new(big.Int).Rsh(crypto.S256().Params().N, 1)
 
-func newSigner(t *testing.T, e *kmstest.Emulator) *awskms.Signer {
+func newSigner(t testing.TB, e *kmstest.Emulator) *awskms.Signer {
 	t.Helper()
 	id, err := awskms.CreateSigningKey(ctx, e.Client(), "evmpay test "+t.Name())
 	require.NoError(t, err)
