@@ -2,21 +2,17 @@ package awskms_test
 
 import (
 	"context"
-	"fmt"
-	"math/big"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/hdwallet/awskms"
 	"github.com/evmpay/evmpay/hdwallet/awskms/kmstest"
+	"github.com/evmpay/evmpay/hdwallet/signertest"
 	"github.com/evmpay/evmpay/sweep"
 )
 
@@ -31,8 +27,6 @@ var (
 
 var ctx = context.Background()
 
-var secp256k1HalfN = new(big.Int).Rsh(crypto.S256().Params().N, 1)
-
 func newSigner(t testing.TB, e *kmstest.Emulator) *awskms.Signer {
 	t.Helper()
 	id, err := awskms.CreateSigningKey(ctx, e.Client(), "evmpay test "+t.Name())
@@ -42,60 +36,20 @@ func newSigner(t testing.TB, e *kmstest.Emulator) *awskms.Signer {
 	return k
 }
 
-// TestSigner_TransactionsMinedOnSimulatedChain: a KMS key signs EIP-1559
-// transactions that a real EVM accepts and mines, from the key's address.
+// TestSigner_TransactionsMinedOnSimulatedChain: a KMS key signs
+// transactions a real EVM mines, from the key's address.
 func TestSigner_TransactionsMinedOnSimulatedChain(t *testing.T) {
 	t.Parallel()
 	k := newSigner(t, kmstest.Start(t))
 	require.Equal(t, crypto.PubkeyToAddress(*k.PublicKey()), k.Address())
-
-	sim := simulated.NewBackend(types.GenesisAlloc{k.Address(): {Balance: big.NewInt(1e18)}})
-	t.Cleanup(func() { _ = sim.Close() })
-	client := sim.Client()
-	chainID, err := client.ChainID(ctx)
-	require.NoError(t, err)
-	signer := types.LatestSignerForChainID(chainID)
-	head, err := client.HeaderByNumber(ctx, nil)
-	require.NoError(t, err)
-	to := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
-	var hashes []common.Hash
-	for nonce := range uint64(8) {
-		tx := types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9),
-			GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), big.NewInt(1e9)),
-			Gas:       21_000, To: &to, Value: big.NewInt(int64(1000 + nonce))})
-		signed, err := k.SignTx(ctx, tx, signer)
-		require.NoError(t, err)
-		require.NoError(t, client.SendTransaction(ctx, signed))
-		hashes = append(hashes, signed.Hash())
-	}
-	sim.Commit()
-	for _, h := range hashes {
-		r, err := client.TransactionReceipt(ctx, h)
-		require.NoError(t, err, "mined: %s", h.Hex())
-		require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
-	}
-	bal, err := client.BalanceAt(ctx, to, nil)
-	require.NoError(t, err)
-	require.Equal(t, int64(8*1000+28), bal.Int64())
+	signertest.MinedOnSimulatedChain(t, k)
 }
 
-// TestSignHash_LowSAndRecoverable: KMS's DER signatures come back with a
-// low s and a V that recovers the key; both V values occur.
+// TestSignHash_LowSAndRecoverable: KMS's DER signatures come back low-S
+// with a recovering V.
 func TestSignHash_LowSAndRecoverable(t *testing.T) {
 	t.Parallel()
-	k := newSigner(t, kmstest.Start(t))
-	vs := map[byte]int{}
-	for i := range 48 {
-		h := crypto.Keccak256Hash([]byte(fmt.Sprint("digest ", i)))
-		sig, err := k.SignHash(ctx, h)
-		require.NoError(t, err)
-		require.LessOrEqual(t, new(big.Int).SetBytes(sig[32:64]).Cmp(secp256k1HalfN), 0, "s is low")
-		pub, err := crypto.SigToPub(h[:], sig)
-		require.NoError(t, err)
-		require.Equal(t, k.Address(), crypto.PubkeyToAddress(*pub))
-		vs[sig[64]]++
-	}
-	require.Len(t, vs, 2, "both recovery ids occur: %v", vs)
+	signertest.LowSAndRecoverable(t, newSigner(t, kmstest.Start(t)), 48)
 }
 
 // TestNewSigner_RefusesKeysThatCannotSign: a symmetric key and a missing

@@ -5,18 +5,15 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
 
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/hdwallet/pkcs11key"
 	"github.com/evmpay/evmpay/hdwallet/pkcs11key/softhsmtest"
+	"github.com/evmpay/evmpay/hdwallet/signertest"
 	"github.com/evmpay/evmpay/sweep"
 )
 
@@ -34,73 +31,23 @@ func openToken(t *testing.T) *pkcs11key.Token {
 	return tok
 }
 
-var secp256k1HalfN = new(big.Int).Rsh(crypto.S256().Params().N, 1)
-
 // TestGenerateKey_TransactionsMinedOnSimulatedChain: a key generated in
-// the token signs EIP-1559 transactions that a real EVM accepts and mines,
-// from the key's address.
+// the token signs transactions a real EVM mines, from the key's address.
 func TestGenerateKey_TransactionsMinedOnSimulatedChain(t *testing.T) {
 	t.Parallel()
-	tok := openToken(t)
-	k, err := tok.GenerateKey(ctx, "gas-funder")
+	k, err := openToken(t).GenerateKey(ctx, "gas-funder")
 	require.NoError(t, err)
 	require.Equal(t, crypto.PubkeyToAddress(*k.PublicKey()), k.Address())
-
-	sim := simulated.NewBackend(types.GenesisAlloc{k.Address(): {Balance: big.NewInt(1e18)}})
-	t.Cleanup(func() { _ = sim.Close() })
-	client := sim.Client()
-	chainID, err := client.ChainID(ctx)
-	require.NoError(t, err)
-	signer := types.LatestSignerForChainID(chainID)
-	head, err := client.HeaderByNumber(ctx, nil)
-	require.NoError(t, err)
-
-	to := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
-	var hashes []common.Hash
-	for nonce := range uint64(8) {
-		tx := types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(1e9),
-			GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), big.NewInt(1e9)),
-			Gas:       21_000, To: &to, Value: big.NewInt(int64(1000 + nonce))})
-		signed, err := k.SignTx(ctx, tx, signer)
-		require.NoError(t, err)
-		from, err := types.Sender(signer, signed)
-		require.NoError(t, err)
-		require.Equal(t, k.Address(), from)
-		require.NoError(t, client.SendTransaction(ctx, signed))
-		hashes = append(hashes, signed.Hash())
-	}
-	sim.Commit()
-	for _, h := range hashes {
-		r, err := client.TransactionReceipt(ctx, h)
-		require.NoError(t, err, "mined: %s", h.Hex())
-		require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
-	}
-	bal, err := client.BalanceAt(ctx, to, nil)
-	require.NoError(t, err)
-	require.Equal(t, int64(8*1000+28), bal.Int64(), "every transfer arrived")
+	signertest.MinedOnSimulatedChain(t, k)
 }
 
 // TestSignHash_LowSAndRecoverable: the token's raw ECDSA signatures come
-// back with s in the low half (half of them are high before
-// normalisation) and a V that recovers the key, over many digests.
+// back low-S with a recovering V.
 func TestSignHash_LowSAndRecoverable(t *testing.T) {
 	t.Parallel()
-	tok := openToken(t)
-	k, err := tok.GenerateKey(ctx, "sweep-wallet")
+	k, err := openToken(t).GenerateKey(ctx, "sweep-wallet")
 	require.NoError(t, err)
-	vs := map[byte]int{}
-	for i := range 64 {
-		h := crypto.Keccak256Hash([]byte(fmt.Sprint("digest ", i)))
-		sig, err := k.SignHash(ctx, h)
-		require.NoError(t, err)
-		require.Len(t, sig, 65)
-		require.LessOrEqual(t, new(big.Int).SetBytes(sig[32:64]).Cmp(secp256k1HalfN), 0, "s is low")
-		pub, err := crypto.SigToPub(h[:], sig)
-		require.NoError(t, err)
-		require.Equal(t, k.Address(), crypto.PubkeyToAddress(*pub))
-		vs[sig[64]]++
-	}
-	require.Len(t, vs, 2, "both recovery ids occur over 64 signatures: %v", vs)
+	signertest.LowSAndRecoverable(t, k, 64)
 }
 
 // TestImportKey_KeepsTheAddress: a key imported once signs as the same
