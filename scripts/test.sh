@@ -27,16 +27,40 @@ fi
 if ! command -v curl >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		log "installing curl (apt-get install curl)"
+		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
 	else
 		echo "error: curl not found; a test runs the dev banner's curl commands. Install it and run again." >&2
 		exit 1
 	fi
 fi
+# SoftHSM2: the PKCS#11 token the HSM signer's tests create keys in
+# (docs/keys.md).
+if [ ! -e /usr/lib/softhsm/libsofthsm2.so ] && [ -z "${SOFTHSM2_MODULE:-}" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing SoftHSM2 for the HSM signer's tests (apt-get install softhsm2)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq softhsm2 >/dev/null
+	else
+		echo "error: SoftHSM2 not found; the HSM signer's tests need it." >&2
+		echo "       Install it (Debian: sudo apt-get install softhsm2) and run again." >&2
+		exit 1
+	fi
+fi
+export EVMPAY_REQUIRE_SOFTHSM=1
+
+# The AWS KMS emulator (local-kms, its own module under hosts/localkms so
+# that it never becomes a requirement of evmpay), built once for the run.
+kms_dir=$(mktemp -d)
+log "building the KMS emulator (hosts/localkms)"
+(cd hosts/localkms && go build -o "$kms_dir/localkms" .)
+export EVMPAY_LOCAL_KMS="$kms_dir/localkms" EVMPAY_REQUIRE_KMS=1
+
 # A scratch server: durability is not under test, speed is. PostgreSQL's
 # default connection limit, so that CI proves the suite runs on any
 # developer's server (TEST_DATABASE_URL; see README).
 start_pg fsync=off synchronous_commit=off full_page_writes=off max_connections=100
+trap 'stop_pg; rm -rf "$kms_dir"' EXIT
 
 export TEST_DATABASE_URL="$PG_URL"
 export EVMPAY_REQUIRE_POSTGRES=1

@@ -70,6 +70,10 @@ type Keys struct {
 	// Funder is the gas funder (GAS_FUNDER_PRIVATE_KEY), which tops the
 	// sweep wallet up when it runs low. Optional: nil disables top-ups.
 	Funder AccountSigner
+	// Retired are keys rotated out (old sweep wallets and gas funders):
+	// each pass drains their balance to the key that took over (drain.go).
+	// Optional.
+	Retired []Retired
 }
 
 // KeySigner is an AccountSigner over an in-memory private key. It prints

@@ -179,6 +179,9 @@ func (s *Sweeper) tendAccounts(ctx context.Context, p *pass) error {
 	} else if _, err := s.walletStatus(ctx, p); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.drainRetired(ctx, p); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

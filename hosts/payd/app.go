@@ -121,6 +121,9 @@ type appConfig struct {
 	// chainCheckEvery is how often the node's chain is compared with the
 	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
 	chainCheckEvery time.Duration
+	// keyCheckEvery is how often the sweep role probes its HSM or KMS keys
+	// (serve: 5 s).
+	keyCheckEvery time.Duration
 
 	// publicBaseURL is where payers and merchants reach the HTTP APIs
 	// (PUBLIC_BASE_URL); checkout_url starts with it. selfBaseURL makes it
@@ -442,19 +445,13 @@ func (a *app) buildSweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sweepKey, err := w.SweepKey()
+	keys, err := sweepKeys(ctx, a.cfg.keys, w, a.log)
 	if err != nil {
 		return err
 	}
-	keys := sweep.Keys{Deposits: w, Wallet: sweep.NewKeySigner(sweepKey)}
-	funder, err := loadGasFunder(ctx, a.cfg.keys)
-	switch {
-	case err == nil:
-		keys.Funder = sweep.NewKeySigner(funder)
-	case errors.Is(err, errSecretMissing):
-		a.log.Warn("no gas funder configured: the sweep wallet will not be topped up", "hint", "set GAS_FUNDER_PRIVATE_KEY_FILE")
-	default:
-		return err
+	if kr, ok := a.cfg.keys.(*keyring); ok {
+		// /readyz says when an HSM or KMS key cannot be reached.
+		a.workers = append(a.workers, worker{"key-health", func(ctx context.Context) error { return kr.runHealth(ctx, a.cfg.keyCheckEvery) }})
 	}
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -77,7 +78,12 @@ func runXPub(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	w, err := loadWallet(ctx, fileProvider{getenv: os.Getenv})
+	kr, err := newKeyring(ctx, os.Getenv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer kr.Close()
+	w, err := loadWallet(ctx, kr)
 	if err != nil {
 		return err
 	}

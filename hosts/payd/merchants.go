@@ -46,6 +46,8 @@ func merchantRules(ctx context.Context, keys KeyProvider, useMnemonic, blockPriv
 	case !errors.Is(err, errSecretMissing):
 		return r, err
 	}
+	// The sweep wallet and gas funder held in an HSM or KMS.
+	r.ServiceAddresses = append(r.ServiceAddresses, accountKeyAddresses(ctx, keys)...)
 	return r, nil
 }
 

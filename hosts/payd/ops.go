@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +87,14 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["chain"] = "unreachable"
 		status = http.StatusServiceUnavailable
 	}
+	if p := a.keyProblems(); a.sweeper != nil && p != nil {
+		// The sweep role cannot sign: sweeps and top-ups wait.
+		checks["keys"] = "ok"
+		if len(p) > 0 {
+			checks["keys"] = strings.Join(p, "; ")
+			status = http.StatusServiceUnavailable
+		}
+	}
 	writeJSON(w, status, checks)
 }
 
@@ -107,6 +116,11 @@ type statusReport struct {
 	// SweepWallet is the sweep wallet's state (processes with the sweep
 	// role); Low is the alert: balance below 0.5 × its 24-hour gas spend.
 	SweepWallet *sweep.WalletStatus `json:"sweep_wallet,omitempty"`
+	// Secrets says where every secret and account key this process read
+	// came from (provider, sealed, key id; never a value).
+	Secrets []secretSource `json:"secrets,omitempty"`
+	// RetiredKeys are rotated-out keys being drained (sweep role).
+	RetiredKeys []sweep.RetiredStatus `json:"retired_keys,omitempty"`
 	// Chain is the last check of the node against the recorded chain.
 	Chain  chainReport `json:"chain"`
 	Errors []string    `json:"errors,omitempty"`
@@ -174,6 +188,7 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 			rep.SweepWallet = &ws
 		}
 	}
+	a.keysStatus(ctx, &rep)
 	cs := a.chainStatus()
 	rep.Chain = chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,
 		BehindBlocks: cs.BehindBlocks, Problem: chainProblem(cs.Err), CheckedAt: cs.CheckedAt}

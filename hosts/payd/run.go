@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 )
 
@@ -38,6 +39,12 @@ Usage:
   payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]
                  Create a merchant on DATABASE_URL and print its credentials once.
   payd xpub      Print the xpub of the deposit account (from PAY_MNEMONIC_FILE).
+  payd secrets seal NAME --out FILE [--in FILE|-]
+                 Seal a secret (plaintext on standard input) under PAY_SEAL_KEY in
+                 PAY_KEYS_PROVIDER (pkcs11 or awskms); see docs/keys.md.
+  payd keys create --kind signing|wrap --label LABEL
+  payd keys import --label LABEL < hex-key
+                 Make a key in the HSM or KMS (PAY_KEYS_PROVIDER); prints its id and address.
 `
 
 // run is payd's whole program: main only adds signals and exit codes, and
@@ -63,6 +70,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runMerchants(ctx, rest, stdout)
 	case "xpub":
 		return runXPub(ctx, rest, stdout)
+	case "secrets":
+		return runSecrets(ctx, rest, os.Stdin, stdout)
+	case "keys":
+		return runKeys(ctx, rest, os.Stdin, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -76,6 +76,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+	// The HSM or KMS is reached before anything starts: unreachable, a
+	// wrong PIN or a key that may not sign stops here with the reason.
+	kr, err := newKeyring(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer kr.Close()
 	a, err := newApp(ctx, st, appConfig{
 		roles:          roles,
 		httpAddr:       *httpAddr,
@@ -84,7 +91,8 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		rpcURL:         env.rpcURL,
 		chainID:        env.chainID,
 		backfill:       env.backfill,
-		keys:           fileProvider{getenv: os.Getenv},
+		keys:           kr,
+		keyCheckEvery:  5 * time.Second,
 		xpub:           os.Getenv("PAY_XPUB"),
 		confirmations:  env.confirmations,
 		sweepPolicy:    env.sweepPolicy,
@@ -246,7 +254,12 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 	if dbURL == "" {
 		return errors.New("payd merchants create: set DATABASE_URL")
 	}
-	key, err := loadSecretKey(ctx, fileProvider{getenv: os.Getenv})
+	kr, err := newKeyring(ctx, os.Getenv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer kr.Close()
+	key, err := loadSecretKey(ctx, kr)
 	if err != nil {
 		return err
 	}
@@ -276,7 +289,7 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		fmt.Fprintln(stdout, "RPC_URL and RPC_URL_FILE are not set: the settlement address is not checked for contract code")
 	}
-	rules, err := merchantRules(ctx, fileProvider{getenv: env}, true, !allowPrivate, chain, slog.New(slog.DiscardHandler))
+	rules, err := merchantRules(ctx, kr, true, !allowPrivate, chain, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
