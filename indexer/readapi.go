@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -429,16 +428,7 @@ func (a *ReadAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	problem.Respond(w, http.StatusInternalServerError, code, detail)
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		problem.Respond(w, http.StatusInternalServerError, "internal_error", "the response could not be encoded")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, v any) { httpapi.WriteJSON(w, http.StatusOK, v) }
 
 func parseHash(s string) (common.Hash, bool) {
 	if len(s) != 66 || (s[:2] != "0x" && s[:2] != "0X") {

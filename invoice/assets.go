@@ -43,7 +43,7 @@ func newAssetSet(assets []store.Asset) (*assetSet, error) {
 			set.native = store.NativeAsset(a.Symbol)
 		}
 	}
-	set.bySymbol[strings.ToUpper(set.native.Symbol)] = set.native
+	set.bySymbol[asciiUpper(set.native.Symbol)] = set.native
 	set.list = append(set.list, set.native)
 	for _, a := range assets {
 		if a.IsNative() {
@@ -52,7 +52,7 @@ func newAssetSet(assets []store.Asset) (*assetSet, error) {
 		if err := a.Validate(); err != nil {
 			return nil, fmt.Errorf("invoice: Assets: %w", err)
 		}
-		key := strings.ToUpper(a.Symbol)
+		key := asciiUpper(a.Symbol)
 		if _, dup := set.bySymbol[key]; dup {
 			return nil, fmt.Errorf("invoice: Assets: symbol %q given twice", a.Symbol)
 		}
@@ -66,7 +66,7 @@ func newAssetSet(assets []store.Asset) (*assetSet, error) {
 	return set, nil
 }
 
-// lookup finds an asset by symbol (any case) or token address (any case; a
+// lookup finds an asset by symbol (any ASCII case) or token address (any case; a
 // mixed-case address must carry its EIP-55 checksum).
 func (set *assetSet) lookup(name string) (store.Asset, bool) {
 	if strings.HasPrefix(name, "0x") || strings.HasPrefix(name, "0X") {
@@ -77,8 +77,21 @@ func (set *assetSet) lookup(name string) (store.Asset, bool) {
 		a, ok := set.byToken[addr]
 		return a, ok
 	}
-	a, ok := set.bySymbol[strings.ToUpper(name)]
+	a, ok := set.bySymbol[asciiUpper(name)]
 	return a, ok
+}
+
+// asciiUpper upper-cases the ASCII letters of s and nothing else: symbols
+// match in any ASCII case only. Unicode case mapping would take "uſdc"
+// (a long s, U+017F) for "USDC".
+func asciiUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+	return string(b)
 }
 
 // parseAsset reads the optional "asset" member: absent or null is the
@@ -159,6 +172,16 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 	}
 	if a.IsNative() && amt.Cmp(*s.cfg.MaxAmount) > 0 {
 		return store.Amount{}, problem.Field(codeInvalidAmount, name, name+" must be at most "+s.cfg.MaxAmount.String()+" wei")
+	}
+	if t := a.Token(); t != nil {
+		max, ok := s.cfg.TokenMaxAmounts[*t]
+		if !ok {
+			max = MaxTokenAmount
+		}
+		if amt.Cmp(max) > 0 {
+			return store.Amount{}, problem.Field(codeInvalidAmount, name, fmt.Sprintf("%s must be at most %s %s (%s base units: more than exists of the token)",
+				name, a.Format(max), a.Symbol, max))
+		}
 	}
 	return amt, nil
 }

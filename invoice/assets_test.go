@@ -105,6 +105,11 @@ func TestCreateInvoice_BadTokenRequests_ProblemsAndNothingWritten(t *testing.T) 
 		{`{"asset":"0x0000000000000000000000000000000000000001","amount":"1"}`, "unknown_asset", "asset"},
 		{`{"asset":"0x5fbdb2315678afecb367f032d93F642f64180aa3","amount":"1"}`, "unknown_asset", "asset"},
 		{`{"asset":7,"amount":"1"}`, "invalid_field", "asset"},
+		// Symbols match in ASCII case only: a long s (U+017F) upper-cases
+		// to S under Unicode rules, a Kelvin sign to K; neither is USDC/DAI.
+		{`{"asset":"uſdc","amount":"1"}`, "unknown_asset", "asset"},
+		{`{"asset":"ＵＳＤＣ","amount":"1"}`, "unknown_asset", "asset"},
+		{`{"asset":"\u0064ai","amount":"1"}`, "", ""},
 		{`{"asset":"USDC"}`, "missing_field", "amount"},
 		{`{"asset":"USDC","amount_wei":"1"}`, "invalid_field", "amount_wei"},
 		{`{"asset":"USDC","amount":"1","amount_formatted":"1"}`, "invalid_field", "amount"},
@@ -117,9 +122,13 @@ func TestCreateInvoice_BadTokenRequests_ProblemsAndNothingWritten(t *testing.T) 
 		{`{"asset":"USDC","amount_formatted":12.5}`, "invalid_amount", "amount_formatted"},
 	} {
 		res := e.createInvoice(m.APIKey, "bad-"+string(rune('a'+i)), c.body)
+		if c.code == "" {
+			require.Equal(t, http.StatusCreated, res.Status, "%s: ASCII case is folded: %s", c.body, res.Body)
+			continue
+		}
 		requireProblem(t, res, http.StatusBadRequest, c.code, c.field)
 	}
-	require.Empty(t, invoicesOf(t, e.st, m.ID))
+	require.Len(t, invoicesOf(t, e.st, m.ID), 1, "only the one request with a good asset made an invoice")
 }
 
 func TestNew_DuplicateAssets_Refused(t *testing.T) {
@@ -134,4 +143,29 @@ func TestNew_DuplicateAssets_Refused(t *testing.T) {
 		_, err := invoice.New(newPostgres(t), creds, testDeriver(t), chainID, invoice.Config{Assets: assets})
 		require.Error(t, err)
 	}
+}
+
+// A token invoice is for at most what exists of the token (payd passes each
+// token's totalSupply() read at start), or MaxTokenAmount for a token without
+// a known supply: an amount up to 2^256−1 can never be paid.
+func TestCreateInvoice_TokenAmountAboveSupply_400(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withTokens, func(c *invoice.Config) {
+		c.TokenMaxAmounts = map[common.Address]store.Amount{usdcAddr: store.MustParseAmount("5000000")}
+	})
+	m := e.newMerchant()
+	res := e.createInvoice(m.APIKey, "over-supply", `{"asset":"USDC","amount":"5000001"}`)
+	requireProblem(t, res, http.StatusBadRequest, "invalid_amount", "amount")
+	require.Contains(t, string(res.Body), "at most 5 USDC")
+	res = e.createInvoice(m.APIKey, "over-supply-formatted", `{"asset":"USDC","amount_formatted":"5.000001"}`)
+	requireProblem(t, res, http.StatusBadRequest, "invalid_amount", "amount_formatted")
+	max := "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+	res = e.createInvoice(m.APIKey, "max-dai", `{"asset":"DAI","amount":"`+max+`"}`)
+	requireProblem(t, res, http.StatusBadRequest, "invalid_amount", "amount")
+	require.Empty(t, invoicesOf(t, e.st, m.ID))
+
+	res = e.createInvoice(m.APIKey, "whole-supply", `{"asset":"USDC","amount":"5000000"}`)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	res = e.createInvoice(m.APIKey, "max-token", `{"asset":"DAI","amount":"`+invoice.MaxTokenAmount.String()+`"}`)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 }

@@ -26,7 +26,7 @@ func TestCreateInvoice_RedirectURL_HTTPSOnlyStoredAndShown(t *testing.T) {
 
 		for i, bad := range []string{
 			`"http://shop.example/back"`, `"javascript:alert(1)"`, `"/orders/7"`, `"https://user:pw@shop.example/"`,
-			`"https://"`, `"https://shop.example/a b"`, `"data:text/html,hi"`, `"http://127.0.0.1:3000/back"`, `7`,
+			`"https://"`, `"https://:443/"`, `"https://:8443/back"`, `"https://shop.example/a b"`, `"data:text/html,hi"`, `"http://127.0.0.1:3000/back"`, `7`,
 		} {
 			res := e.createInvoice(m.APIKey, fmt.Sprint("bad-", i), `{"amount_wei":"1","redirect_url":`+bad+`}`)
 			requireProblem(t, res, http.StatusBadRequest, "invalid_field", "redirect_url")

@@ -295,3 +295,48 @@ func TestRequestBodies_JSONThatBreaksReceivers_400UnsafeJSON(t *testing.T) {
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.Equal(t, "smile 😀", res.json(t)["description"])
 }
+
+// Text a merchant writes for people — an invoice's order id and
+// description, the merchant's name — carries no control characters (a line
+// break only in a description) and no bidirectional overrides, isolates or
+// marks: shown as text they are harmless on the checkout page, but in a
+// merchant's tools and logs they can reorder what is around them (an amount,
+// an address). Refused with 400 invalid_field naming the field; nothing is
+// written.
+func TestMerchantText_ControlAndBidiCharacters_400NothingWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.newMerchant()
+	for i, tc := range []struct{ body, field string }{
+		{`{"amount_wei":"1","description":"pay 1\u202e0001 ETH"}`, "description"},
+		{`{"amount_wei":"1","description":"a\u2066b\u2069"}`, "description"},
+		{`{"amount_wei":"1","description":"a\u200fb"}`, "description"},
+		{`{"amount_wei":"1","description":"a\u061cb"}`, "description"},
+		{`{"amount_wei":"1","description":"tab\there"}`, "description"},
+		{`{"amount_wei":"1","description":"bell\u0007"}`, "description"},
+		{`{"amount_wei":"1","description":"c1\u0085"}`, "description"},
+		{`{"amount_wei":"1","order_id":"42\n43"}`, "order_id"},
+		{`{"amount_wei":"1","order_id":"42\r"}`, "order_id"},
+		{`{"amount_wei":"1","order_id":"\u202d42"}`, "order_id"},
+		{`{"amount_wei":"1","order_id":"del\u007f"}`, "order_id"},
+	} {
+		res := e.createInvoice(m.APIKey, fmt.Sprintf("text-%d", i), tc.body)
+		requireProblem(t, res, http.StatusBadRequest, "invalid_field", tc.field)
+		require.Contains(t, string(res.Body), "U+", "the detail names the character")
+	}
+	require.Empty(t, invoicesOf(t, e.st, m.ID), "nothing was written")
+
+	for _, body := range []string{`{"name":"shop\u202e"}`, `{"name":"a\nb"}`} {
+		res := e.do("PATCH", "/v1/merchant", m.APIKey, body)
+		require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, res.Status, "%s", res.Body)
+		require.Contains(t, string(res.Body), `"field":"name"`)
+	}
+	res := e.do("POST", "/v1/admin/merchants", adminToken,
+		`{"name":"sh\u2067op","settlement_address":"0x70997970C51812dc3A010C7d01b50e0d17dc79C8"}`)
+	require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `"field":"name"`)
+
+	// Line breaks in a description, and every other script, stay welcome.
+	res = e.createInvoice(m.APIKey, "text-ok", `{"amount_wei":"1","description":"2 × Tee\nשלום مرحبا 你好 😀","order_id":"A-42/é"}`)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+}

@@ -122,24 +122,10 @@ var (
 	errNotFound = problem.New(http.StatusNotFound, codeNotFound, "no such resource")
 )
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		problem.Write(w, problem.New(http.StatusInternalServerError, codeInternal, "internal error"))
-		return
-	}
-	writeBody(w, status, body)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if h.Get("Cache-Control") == "" {
-		h.Set("Cache-Control", "no-store")
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	httpapi.WriteJSONBody(w, status, body)
 }
 
 // merchant authenticates the request, writing the problem when it fails.

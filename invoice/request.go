@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -151,6 +152,40 @@ func stringMember(ms map[string]json.RawMessage, name string, max int) (string, 
 	return s, nil
 }
 
+// textMember reads an optional string member of text a merchant writes for
+// people (an order id, a description, a name), refusing what could
+// disguise it (textProblem).
+func textMember(ms map[string]json.RawMessage, name string, max int, newlines bool) (string, *problem.Problem) {
+	s, perr := stringMember(ms, name, max)
+	if perr != nil {
+		return "", perr
+	}
+	if reason := textProblem(s, newlines); reason != "" {
+		return "", problem.Field(codeInvalidField, name, name+" "+reason)
+	}
+	return s, nil
+}
+
+// textProblem says why s is not text a merchant may show people, or "":
+// control characters (a line break only where newlines allows it) and the
+// bidirectional overrides, embeddings, isolates and marks (U+202A–U+202E,
+// U+2066–U+2069, U+200E, U+200F, U+061C) are refused — rendered as text
+// they are harmless on the checkout page, but in a merchant's own tools,
+// logs and spreadsheets they can reorder or hide what is around them, an
+// amount or an address.
+func textProblem(s string, newlines bool) string {
+	for _, r := range s {
+		switch {
+		case r == '\n' && newlines:
+		case unicode.IsControl(r):
+			return fmt.Sprintf("must not contain control characters (found U+%04X)", r)
+		case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C:
+			return fmt.Sprintf("must not contain bidirectional control characters (found U+%04X)", r)
+		}
+	}
+	return ""
+}
+
 // parseInvoiceRequest validates a POST /v1/invoices body.
 func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
 	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata",
@@ -179,10 +214,10 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 		}
 		req.expiresIn = time.Duration(n) * time.Second
 	}
-	if req.orderID, perr = stringMember(ms, "order_id", maxOrderIDLen); perr != nil {
+	if req.orderID, perr = textMember(ms, "order_id", maxOrderIDLen, false); perr != nil {
 		return invoiceRequest{}, perr
 	}
-	if req.description, perr = stringMember(ms, "description", maxDescriptionLen); perr != nil {
+	if req.description, perr = textMember(ms, "description", maxDescriptionLen, true); perr != nil {
 		return invoiceRequest{}, perr
 	}
 	if raw := ms["metadata"]; !isNull(raw) {
@@ -215,7 +250,8 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 // merchant's page), or http on a loopback host when loopback is allowed.
 func validRedirectURL(s string, loopback bool) bool {
 	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+	// Hostname, not Host: "https://:443/" has a Host (":443") and no host.
+	if err != nil || u.Hostname() == "" || u.User != nil || u.Opaque != "" {
 		return false
 	}
 	for _, r := range s {

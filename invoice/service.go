@@ -35,6 +35,11 @@ type Store interface {
 // the native token's supply cap (10^9 units of 10^18 subunits).
 var MaxAmountWei = store.MustParseAmount("1000000000000000000000000000")
 
+// MaxTokenAmount caps a token invoice's amount when Config.TokenMaxAmounts
+// has no entry for its token: 10^36 base units (10^18 whole tokens at 18
+// decimals), far above any real token's supply and far below 2^256.
+var MaxTokenAmount = store.MustParseAmount("1000000000000000000000000000000000000")
+
 // Config tunes a Service.
 type Config struct {
 	// BaseURL is the absolute URL the API is reached at
@@ -57,6 +62,12 @@ type Config struct {
 	Assets []store.Asset
 	// MaxAmount caps amount_wei. Defaults to MaxAmountWei (10^27).
 	MaxAmount *store.Amount
+	// TokenMaxAmounts caps a token invoice's amount, per token contract,
+	// in base units: an invoice for more of a token than exists can never
+	// be paid (payd passes each token's totalSupply() read at start). A
+	// token without an entry is capped at MaxTokenAmount. Defaults to
+	// none.
+	TokenMaxAmounts map[common.Address]store.Amount
 	// MaxBodyBytes caps request bodies; larger ones get 413. Defaults to
 	// 64 KiB.
 	MaxBodyBytes int64
@@ -382,6 +393,9 @@ func (e *invalidMerchant) Is(target error) bool { return target == ErrInvalidMer
 func validateMerchant(name, webhookURL string, settlement common.Address) error {
 	if len(name) > 200 || strings.ContainsRune(name, 0) {
 		return &invalidMerchant{field: "name", reason: "at most 200 bytes, no NUL"}
+	}
+	if reason := textProblem(name, false); reason != "" {
+		return &invalidMerchant{field: "name", reason: reason}
 	}
 	if err := validateWebhookURL(webhookURL); err != nil {
 		return err

@@ -231,7 +231,5 @@ func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 		problem.Respond(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(res)
+	httpapi.WriteJSON(w, http.StatusOK, res)
 }

@@ -171,15 +171,7 @@ func view(d store.Delivery) deliveryView {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, _ := json.Marshal(v)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
 // encodeCursor and decodeCursor make the opaque continuation token of the
 // list: the position below which the next page starts.

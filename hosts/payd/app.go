@@ -154,6 +154,9 @@ type app struct {
 	eth     *ethclient.Client
 	chainID uint64
 	assets  []store.Asset // the accepted tokens, decimals read from the chain
+	// tokenSupplies are the tokens' totalSupply() at start: no invoice is
+	// for more.
+	tokenSupplies map[common.Address]store.Amount
 	// identity compares the node with the chain the database holds, at
 	// start, in the background and before sweep sends a signed
 	// transaction.
@@ -201,7 +204,7 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	if err := a.checkIdentity(ctx); err != nil {
 		return nil, err
 	}
-	if a.assets, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
+	if a.assets, a.tokenSupplies, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
 		return nil, err
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
@@ -316,6 +319,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 	base := a.publicBaseURL()
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		Assets:                    a.assets,
+		TokenMaxAmounts:           a.tokenSupplies,
 		BaseURL:                   base,
 		CheckoutURL:               base + "/checkout",
 		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,

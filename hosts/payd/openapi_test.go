@@ -164,6 +164,9 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 		check.Header = req.Header
 		ok, verrs := v.ValidateHttpResponse(check, resp)
 		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); strings.Contains(ct, "json") {
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "%s %s: a JSON answer is never sniffed", c.method, c.path)
+		}
 		for _, ve := range verrs {
 			t.Errorf("%s %s → %d: %s: %s", c.method, c.path, resp.StatusCode, ve.Message, ve.Reason)
 			for _, se := range ve.SchemaValidationErrors {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/holiman/uint256"
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/sweep"
@@ -137,31 +138,45 @@ func checkTokens(toks []tokenConfig) error {
 // decimalsSelector is the selector of ERC-20's decimals().
 var decimalsSelector = []byte{0x31, 0x3c, 0xe5, 0x67}
 
+// totalSupplySelector is the ERC-20 totalSupply() call.
+var totalSupplySelector = []byte{0x18, 0x16, 0x0d, 0xdd}
+
 // resolveTokens reads each token's decimals() from the chain at start and
 // checks it against the configured value, if any. A token that does not
 // answer (no contract there, another chain) stops the process.
-func resolveTokens(ctx context.Context, c ethereum.ContractCaller, toks []tokenConfig) ([]store.Asset, error) {
+func resolveTokens(ctx context.Context, c ethereum.ContractCaller, toks []tokenConfig) ([]store.Asset, map[common.Address]store.Amount, error) {
 	out := make([]store.Asset, 0, len(toks))
+	supplies := map[common.Address]store.Amount{}
 	for _, t := range toks {
 		addr := t.Address
 		res, err := c.CallContract(ctx, ethereum.CallMsg{To: &addr, Data: decimalsSelector}, nil)
 		if err != nil {
-			return nil, fmt.Errorf("token %s (%s): decimals(): %w (is it an ERC-20 contract on this chain?)", t.Symbol, addr.Hex(), err)
+			return nil, nil, fmt.Errorf("token %s (%s): decimals(): %w (is it an ERC-20 contract on this chain?)", t.Symbol, addr.Hex(), err)
 		}
 		if len(res) != 32 {
-			return nil, fmt.Errorf("token %s (%s): decimals() returned %d bytes (is it an ERC-20 contract on this chain?)", t.Symbol, addr.Hex(), len(res))
+			return nil, nil, fmt.Errorf("token %s (%s): decimals() returned %d bytes (is it an ERC-20 contract on this chain?)", t.Symbol, addr.Hex(), len(res))
 		}
 		d := new(big.Int).SetBytes(res)
 		if !d.IsUint64() || d.Uint64() > store.MaxDecimals {
-			return nil, fmt.Errorf("token %s (%s): decimals() is %s, at most %d", t.Symbol, addr.Hex(), d, store.MaxDecimals)
+			return nil, nil, fmt.Errorf("token %s (%s): decimals() is %s, at most %d", t.Symbol, addr.Hex(), d, store.MaxDecimals)
 		}
 		if t.Decimals != nil && uint64(*t.Decimals) != d.Uint64() {
-			return nil, fmt.Errorf("token %s (%s): configured with %d decimals but the contract says %d: refusing to misprice invoices",
+			return nil, nil, fmt.Errorf("token %s (%s): configured with %d decimals but the contract says %d: refusing to misprice invoices",
 				t.Symbol, addr.Hex(), *t.Decimals, d.Uint64())
+		}
+		// totalSupply() caps an invoice's amount: more than exists can never
+		// be paid. A supply of 0 (nothing minted yet) caps nothing.
+		res, err = c.CallContract(ctx, ethereum.CallMsg{To: &addr, Data: totalSupplySelector}, nil)
+		if err != nil || len(res) != 32 {
+			return nil, nil, fmt.Errorf("token %s (%s): totalSupply(): %v (is it an ERC-20 contract on this chain?)", t.Symbol, addr.Hex(), err)
+		}
+		if supply := new(big.Int).SetBytes(res); supply.Sign() > 0 {
+			v, _ := uint256.FromBig(supply)
+			supplies[addr] = store.AmountFromUint256(v)
 		}
 		out = append(out, store.Asset{Symbol: t.Symbol, Address: &addr, Decimals: uint8(d.Uint64())})
 	}
-	return out, nil
+	return out, supplies, nil
 }
 
 // tokenPaths is the sweep paths configured per token.

@@ -67,6 +67,7 @@ func Write(w http.ResponseWriter, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="evmpay"`)
