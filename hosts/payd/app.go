@@ -207,6 +207,11 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	if a.assets, a.tokenSupplies, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
 		return nil, err
 	}
+	if cfg.reads != nil {
+		if err := checkReplicaAtStart(ctx, st, cfg.reads); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
 		if a.adminToken, err = loadAdminToken(ctx, cfg.keys); err != nil {
 			return nil, err
@@ -245,6 +250,12 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	if cfg.metricsAddr != "" {
 		if a.metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
 			return nil, fmt.Errorf("--metrics %s: %w (choose another address, or --metrics '' to serve no metrics)", cfg.metricsAddr, err)
+		}
+		if !loopbackListener(a.metricsLn.Addr()) {
+			a.log.Warn("the operator listener serves /metrics without authentication beyond this machine: "+
+				"it tells invoice counts and wallet balances to anyone who can reach it; bind it to 127.0.0.1 "+
+				"(the default) or a private interface, or put it behind a firewall or an authenticating proxy",
+				"metrics", a.metricsLn.Addr().String())
 		}
 	}
 	ok = true
@@ -639,4 +650,11 @@ func (a *app) proxyURL() string {
 		return ""
 	}
 	return "http://" + a.proxyLn.Addr().String()
+}
+
+// loopbackListener reports whether a listener accepts connections from this
+// machine only.
+func loopbackListener(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

@@ -325,3 +325,36 @@ func TestMetrics_EmptyAddress_NoOperatorListener(t *testing.T) {
 	require.Nil(t, a.metricsLn)
 	require.Empty(t, a.metricsURL())
 }
+
+// /metrics has no authentication: an operator listener reachable beyond
+// this machine (--metrics 0.0.0.0:PORT) is warned about at start; the
+// loopback default is not.
+func TestMetrics_OnEveryInterface_WarnedAtStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	keys, err := newDevProvider(func(string) string { return "" }, dir)
+	require.NoError(t, err)
+	chain, err := startDevChain(freeAddr(t), time.Hour, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.backend.Close() })
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{{"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
+		st, err := sqlite.Open(ctx, filepath.Join(dir, "payd-"+strings.ReplaceAll(tc.addr, ":", "_")+".db"), sqlite.Config{})
+		require.NoError(t, err)
+		var logs syncBuffer
+		a, err := newApp(ctx, st, appConfig{roles: roleSet{roleSettlement: true}, httpAddr: "127.0.0.1:0", metricsAddr: tc.addr,
+			rpcURL: chain.url, keys: keys, log: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		a.close()
+		st.Close()
+		if tc.warn {
+			require.Contains(t, logs.String(), "level=WARN")
+			require.Contains(t, logs.String(), "without authentication beyond this machine")
+		} else {
+			require.NotContains(t, logs.String(), "without authentication")
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -86,6 +87,12 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["chain"] = "unreachable"
 		status = http.StatusServiceUnavailable
 	}
+	if c := a.replicaReadiness(ctx); c != "" {
+		checks["read_replica"] = c
+		if c != "ok" {
+			status = http.StatusServiceUnavailable
+		}
+	}
 	if p := a.keyProblems(); a.sweeper != nil && p != nil {
 		// The sweep role cannot sign: sweeps and top-ups wait.
 		checks["keys"] = "ok"
@@ -95,6 +102,25 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, status, checks)
+}
+
+// replicaReadiness is /readyz's read_replica check: the read API answers
+// from the replica, which must hold this database's schema and chain. ""
+// without a replica.
+func (a *app) replicaReadiness(ctx context.Context) string {
+	if a.cfg.reads == nil {
+		return ""
+	}
+	err := checkReplica(ctx, a.st, a.cfg.reads)
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, errReplica):
+		a.log.WarnContext(ctx, "readiness: the read replica does not match the primary", slog.String("error", err.Error()))
+		return "mismatch"
+	default:
+		return "unreachable"
+	}
 }
 
 // statusReport is GET /v1/admin/status: the observable conditions that mean

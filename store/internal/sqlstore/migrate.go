@@ -169,3 +169,14 @@ func stripComments(sql string) string {
 	}
 	return b.String()
 }
+
+// SchemaVersion returns the highest migration applied to the database. An
+// error means no schema was found (an empty database) or the database did
+// not answer.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := s.get(ctx, &v, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`); err != nil {
+		return 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	return v, nil
+}
