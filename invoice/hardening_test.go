@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -339,4 +342,51 @@ func TestMerchantText_ControlAndBidiCharacters_400NothingWritten(t *testing.T) {
 	// Line breaks in a description, and every other script, stay welcome.
 	res = e.createInvoice(m.APIKey, "text-ok", `{"amount_wei":"1","description":"2 × Tee\nשלום مرحبا 你好 😀","order_id":"A-42/é"}`)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+}
+
+// Failed lookups of the public read are limited per client address: a
+// guesser gets 10, then 429 with Retry-After (before any database read),
+// and one more for every 5 s; a page polling every second with its own
+// token is never slowed, and another address is not affected.
+func TestPublicInvoice_FailedLookupsPerAddress_429WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.newMerchant()
+	inv := e.mustCreate(m.APIKey, "lookup-limit", `{"amount_wei":"1"}`)
+	mux := httpapi.NewMux()
+	e.svc.Routes(mux)
+	get := func(addr, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/public/invoice", nil)
+		req.RemoteAddr = addr
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec
+	}
+	page, guesser, other := "198.51.100.7:51000", "203.0.113.9:40000", "[2001:db8:1:2::7]:40000"
+
+	// The payer's page polls once a second for two minutes.
+	for range 120 {
+		require.Equal(t, http.StatusOK, get(page, inv.LookupToken).Code)
+		e.clock.Advance(time.Second)
+	}
+	for i := range 10 {
+		rec := get(guesser, fmt.Sprintf("AAAAAAAAAAAAAAAAAAAAA%d", i))
+		require.Equal(t, http.StatusUnauthorized, rec.Code, "guess %d", i)
+	}
+	rec := get(guesser, "AAAAAAAAAAAAAAAAAAAAAQ")
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.Equal(t, "5", rec.Header().Get("Retry-After"))
+	require.Contains(t, rec.Body.String(), `"code":"rate_limited"`)
+	require.Equal(t, http.StatusTooManyRequests, get(guesser, inv.LookupToken).Code, "no database read while limited, not even for a right token")
+	require.Equal(t, http.StatusOK, get(page, inv.LookupToken).Code, "the page is not slowed")
+	// The same /64 is one client; another address is not limited.
+	for i := range 10 {
+		require.Equal(t, http.StatusUnauthorized, get(other, fmt.Sprintf("BBBBBBBBBBBBBBBBBBBBB%d", i)).Code)
+	}
+	require.Equal(t, http.StatusTooManyRequests, get("[2001:db8:1:2::8]:1", "BBBBBBBBBBBBBBBBBBBBBQ").Code)
+
+	e.clock.Advance(5 * time.Second)
+	require.Equal(t, http.StatusUnauthorized, get(guesser, "AAAAAAAAAAAAAAAAAAAAAR").Code, "one more after Retry-After")
+	require.Equal(t, http.StatusTooManyRequests, get(guesser, "AAAAAAAAAAAAAAAAAAAAAS").Code)
 }

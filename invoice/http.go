@@ -117,6 +117,8 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 var (
+	errTooManyLookups = problem.New(http.StatusTooManyRequests, codeRateLimited,
+		"too many failed lookups from this address; retry after the seconds in Retry-After")
 	errUnauthorized = problem.New(http.StatusUnauthorized, codeUnauthorized,
 		"a valid bearer credential is required")
 	errNotFound = problem.New(http.StatusNotFound, codeNotFound, "no such resource")
@@ -701,14 +703,24 @@ type publicPayer struct {
 
 // lookupInvoice finds the invoice of the request's bearer lookup token,
 // writing the problem when there is none.
+// A client address that failed too many lookups gets 429 with
+// Retry-After (Config.PublicLookups), before any database read.
 func (s *Service) lookupInvoice(w http.ResponseWriter, r *http.Request) (store.Invoice, bool) {
+	now := s.cfg.Now()
+	if wait, blocked := s.lookups.blocked(r, now); blocked {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		problem.Write(w, errTooManyLookups)
+		return store.Invoice{}, false
+	}
 	tok, ok := httpapi.BearerToken(r)
 	if !ok || !wellFormedLookupToken(tok) {
+		s.lookups.failed(r, now)
 		problem.Write(w, errUnauthorized)
 		return store.Invoice{}, false
 	}
 	inv, err := s.st.GetInvoiceByLookupTokenHash(r.Context(), LookupTokenHash(tok))
 	if errors.Is(err, store.ErrNotFound) {
+		s.lookups.failed(r, now)
 		problem.Write(w, errUnauthorized)
 		return store.Invoice{}, false
 	}

@@ -40,6 +40,7 @@ const (
 	codeKeyReused        = "idempotency_key_reused"
 	codeKeyInFlight      = "idempotency_key_in_flight"
 	codeUnauthorized     = "unauthorized"
+	codeRateLimited      = "rate_limited"
 	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeBodyTooLarge     = "body_too_large"
@@ -56,7 +57,7 @@ var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateFiel
 	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
 	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
 	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable,
-	codeUnknownAsset, codeUnsupportedMedia, codeInvalidQuery}
+	codeUnknownAsset, codeUnsupportedMedia, codeInvalidQuery, codeRateLimited}
 
 // Field limits of an invoice.
 const (

@@ -114,6 +114,10 @@ type Config struct {
 	OpenAPI []byte
 	// Auth tunes the api_key Authenticator.
 	Auth AuthConfig
+	// PublicLookups bounds failed lookup-token reads per client address
+	// (GET /v1/public/invoice…): a guesser gets 429, a page polling with
+	// its token never does. Defaults to LookupLimit's defaults.
+	PublicLookups LookupLimit
 	// Merchants are the checks a merchant's webhook_url and
 	// settlement_address must pass at create and update (private webhook
 	// hosts, addresses the service holds, contracts). Defaults to the zero
@@ -145,6 +149,7 @@ func (c *Config) fill() {
 	c.PurgeInterval = cmp.Or(c.PurgeInterval, time.Hour)
 	c.QRSize = cmp.Or(c.QRSize, 256)
 	c.Auth.fill()
+	c.PublicLookups.fill()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -216,6 +221,8 @@ type Service struct {
 	auth    *Authenticator
 	assets  *assetSet
 	addrs   *addrCache
+	// lookups counts failed lookup-token reads per client address.
+	lookups *lookupLimiter
 	batcher *batcher
 	keys    *keyClaimer
 	log     *slog.Logger
@@ -248,7 +255,8 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 		return nil, err
 	}
 	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg, assets: assets,
-		auth: auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
+		lookups: newLookupLimiter(cfg.PublicLookups),
+		auth:    auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
 	s.batcher = newBatcher(s, cfg.CreateBatchSize)
 	s.keys = newKeyClaimer(st, cfg.CreateBatchSize, cfg.IdempotencyLease)
 	return s, nil

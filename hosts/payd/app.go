@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -104,11 +105,14 @@ type appConfig struct {
 	sweepPolicy   sweep.Policy
 	// minGasPrice is the node's minimum gas price in wei: sweep
 	// transactions are never priced below it. Zero: none.
-	minGasPrice    store.Amount
-	archiveAfter   time.Duration
-	archiveEvery   time.Duration
-	proxyRate      float64
-	proxyBurst     int
+	minGasPrice  store.Amount
+	archiveAfter time.Duration
+	archiveEvery time.Duration
+	proxyRate    float64
+	proxyBurst   int
+	// trustedProxies are the reverse proxies in front of payd: behind
+	// them a client is its X-Forwarded-For address (per-client limits).
+	trustedProxies []netip.Prefix
 	blockPrivateWH bool
 	// reads, when set, serves the reads that tolerate replica lag (the
 	// read API: blocks, transactions, address transactions) from a read
@@ -331,6 +335,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
 		Assets:                    a.assets,
 		TokenMaxAmounts:           a.tokenSupplies,
+		PublicLookups:             invoice.LookupLimit{TrustedProxies: a.cfg.trustedProxies},
 		BaseURL:                   base,
 		CheckoutURL:               base + "/checkout",
 		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,
@@ -418,10 +423,11 @@ func (a *app) buildGateway(ctx context.Context) error {
 	}
 	a.workers = append(a.workers, worker{"indexer", ix.Run})
 	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
-		Rate:       rate.Limit(a.cfg.proxyRate),
-		Burst:      a.cfg.proxyBurst,
-		Registerer: a.metrics(),
-		Logger:     a.log.With("component", "rpcproxy"),
+		Rate:           rate.Limit(a.cfg.proxyRate),
+		TrustedProxies: a.cfg.trustedProxies,
+		Burst:          a.cfg.proxyBurst,
+		Registerer:     a.metrics(),
+		Logger:         a.log.With("component", "rpcproxy"),
 	})
 	if err != nil {
 		return err

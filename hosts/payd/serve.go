@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -101,6 +102,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		archiveEvery:   time.Hour,
 		proxyRate:      env.proxyRate,
 		proxyBurst:     env.proxyBurst,
+		trustedProxies: env.trustedProxies,
 		blockPrivateWH: !env.allowPrivateWebhooks,
 		reads:          reads,
 		tokens:         env.tokens,
@@ -134,7 +136,11 @@ type serveEnv struct {
 	minGasPrice  store.Amount
 	archiveAfter time.Duration
 	proxyRate    float64
-	proxyBurst   int
+	// trustedProxies are the reverse proxies in front of payd
+	// (TRUSTED_PROXIES): behind them a client is its X-Forwarded-For
+	// address, for the RPC proxy's and the public read's limits.
+	trustedProxies []netip.Prefix
+	proxyBurst     int
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
@@ -206,6 +212,16 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	})
 	parse("ARCHIVE_AFTER", func(v string) (err error) { e.archiveAfter, err = time.ParseDuration(v); return })
 	parse("RPC_PROXY_RATE", func(v string) (err error) { e.proxyRate, err = strconv.ParseFloat(v, 64); return })
+	parse("TRUSTED_PROXIES", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(f))
+			if err != nil {
+				return errors.New("want comma-separated networks (CIDR), e.g. 10.0.0.0/8,192.168.1.7/32")
+			}
+			e.trustedProxies = append(e.trustedProxies, p.Masked())
+		}
+		return nil
+	})
 	parse("RPC_PROXY_BURST", func(v string) (err error) { e.proxyBurst, err = strconv.Atoi(v); return })
 	parse("PUBLIC_BASE_URL", func(v string) error {
 		u, err := url.Parse(v)

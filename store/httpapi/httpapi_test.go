@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -145,4 +146,34 @@ func requireProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, co
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p), rec.Body.String())
 	require.Equal(t, code, p["code"])
 	require.EqualValues(t, status, p["status"])
+}
+
+func TestClientAddr_PeerOrForwardedBehindTrustedProxies(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	req := func(remote string, xff ...string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		for _, v := range xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		r    *http.Request
+		want string
+	}{
+		{req("198.51.100.7:1234"), "198.51.100.7"},
+		{req("198.51.100.7:1234", "203.0.113.1"), "198.51.100.7"},             // not from a trusted proxy: the header is ignored
+		{req("10.1.2.3:80", "203.0.113.1"), "203.0.113.1"},                    // the proxy's client
+		{req("10.1.2.3:80", "6.6.6.6, 203.0.113.1, 10.9.9.9"), "203.0.113.1"}, // rightmost untrusted; the spoofed left entry is not believed
+		{req("10.1.2.3:80", "6.6.6.6", "203.0.113.1"), "203.0.113.1"},         // several headers are one list
+		{req("10.1.2.3:80", "garbage, 203.0.113.1"), "203.0.113.1"},           // stops at the last good entry
+		{req("10.1.2.3:80", "203.0.113.1, garbage"), "10.1.2.3"},              // nothing believable after the proxy
+		{req("[2001:db8:1:2::7]:1"), "2001:db8:1:2::"},                        // IPv6 by /64
+		{req("[::ffff:198.51.100.7]:1"), "198.51.100.7"},                      // mapped IPv4
+		{req("10.1.2.3:80", "[2001:db8:1:2::9]:443"), "2001:db8:1:2::"},       // address:port entries
+	} {
+		require.Equal(t, tc.want, httpapi.ClientAddr(tc.r, trusted, 64).String(), "%s %v", tc.r.RemoteAddr, tc.r.Header.Values("X-Forwarded-For"))
+	}
+	require.False(t, httpapi.ClientAddr(req("not an address"), nil, 64).IsValid())
 }
