@@ -22,8 +22,8 @@
 // time per invoice: that of its postmaster and all its children, so on a
 // server other clients use too it counts their work as well.
 //
-//	go run ./invoice/cmd/invoice-load -duration 10s
-//	go run ./invoice/cmd/invoice-load -durable -conns 16 -pool 16
+//	go run ./hosts/invoice-load -duration 10s
+//	go run ./hosts/invoice-load -durable -conns 16 -pool 16
 package main
 
 import (
