@@ -28,10 +28,10 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 var (

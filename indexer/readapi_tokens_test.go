@@ -12,9 +12,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 type apiTransfer struct {

@@ -14,10 +14,10 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // deploy deploys a test token of kind k from the chain's key and mints

@@ -3,7 +3,7 @@
 # sources, with the solc compiler from npm at a pinned version (installed
 # into the gitignored .tools/solc on first use):
 #
-#   - store/testtoken: the test ERC-20 tokens;
+#   - hosts/evmpaytest/testtoken: the test ERC-20 tokens;
 #   - invoice/pricing/chainlinktest: Chainlink's own MockV3Aggregator from
 #     the @chainlink/contracts npm package (pinned, unpacked into the
 #     gitignored .tools/chainlink) and a scripted aggregator beside it.
@@ -95,5 +95,5 @@ for (const [file, contracts] of Object.entries(out.contracts)) {
 JS
 }
 
-compile store/testtoken
+compile hosts/evmpaytest/testtoken
 compile invoice/pricing/chainlinktest "$CHAINLINK/node_modules"

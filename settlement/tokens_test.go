@@ -11,8 +11,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // These tests pay token invoices with real ERC-20 transfers on the

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // BenchmarkTokenSweep100 sweeps 100 token invoices confirmed in one block,

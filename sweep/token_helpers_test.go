@@ -14,8 +14,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // payerOpts signs as the payer, who deploys (and so owns) the test tokens.

@@ -12,8 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // payWrongToken mints amount of tok to the invoice's deposit address and

@@ -13,7 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
-	"github.com/evmpay/evmpay/store/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
 // TestCheckout_TokenInvoice_InARealBrowser drives the hosted checkout page

@@ -7,47 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 )
-
-// runDevChain runs the dev chain alone, for `payd serve` to use.
-func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("devchain")
-	addr := fs.String("chain-rpc", "127.0.0.1:8545", "JSON-RPC listen address")
-	period := fs.Duration("block-time", 1200*time.Millisecond, "time between blocks")
-	fund := fs.String("fund", "", "comma-separated extra addresses to fund (e.g. the gas funder)")
-	log, err := parseLogged(fs, args, stdout)
-	if err != nil {
-		return err
-	}
-	var extra []common.Address
-	for _, s := range strings.Split(*fund, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		if !common.IsHexAddress(s) {
-			return usageError(fmt.Sprintf("payd devchain: --fund %q is not an address", s))
-		}
-		extra = append(extra, common.HexToAddress(s))
-	}
-	chain, err := startDevChain(*addr, *period, extra)
-	if err != nil {
-		return err
-	}
-	id, err := chain.ChainID(ctx)
-	if err != nil {
-		return err
-	}
-	log.Info("dev chain running", "rpc", chain.url, "chain_id", id, "block_time", period.String(),
-		"funded_accounts", devAccounts+len(extra), "mnemonic", "test test … junk (public, dev only)")
-	return chain.Run(ctx)
-}
 
 // runMigrate applies the PostgreSQL migrations to DATABASE_URL.
 func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {

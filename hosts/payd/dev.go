@@ -1,3 +1,5 @@
+//go:build !nodev
+
 package main
 
 import (
@@ -12,9 +14,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store/sqlite"
-	"github.com/evmpay/evmpay/store/testtoken"
 	"github.com/evmpay/evmpay/sweep"
 )
 

@@ -1,3 +1,5 @@
+//go:build !nodev
+
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -24,17 +27,8 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/node"
 
-	"github.com/evmpay/evmpay/hdwallet"
-	"github.com/evmpay/evmpay/store/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
-
-// devMnemonic is the well-known development mnemonic (Hardhat, Anvil, …).
-// Its accounts are funded on the dev chain; it is public — never use it on a
-// real chain.
-const devMnemonic = "test test test test test test test test test test test junk"
-
-// devAccounts is how many accounts of devMnemonic the dev chain funds.
-const devAccounts = 10
 
 // devChainID is the simulated backend's fixed chain id.
 const devChainID = 1337
@@ -53,15 +47,6 @@ type devChain struct {
 	url     string
 	period  time.Duration
 	srv     *http.Server
-}
-
-// devWallet returns the wallet of the well-known development mnemonic.
-func devWallet() (*hdwallet.Wallet, error) {
-	m, err := hdwallet.ParseMnemonic(devMnemonic)
-	if err != nil {
-		return nil, err
-	}
-	return hdwallet.NewWallet(m, "")
 }
 
 // startDevChain starts the chain with devMnemonic's first accounts and the
@@ -315,4 +300,37 @@ func (c *devChain) deployDevToken(ctx context.Context) (*testtoken.Token, error)
 		return nil, fmt.Errorf("dev chain: the test stablecoin was not minted (balance %v): %w", bal, err)
 	}
 	return tok, nil
+}
+
+// runDevChain runs the dev chain alone, for `payd serve` to use.
+func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("devchain")
+	addr := fs.String("chain-rpc", "127.0.0.1:8545", "JSON-RPC listen address")
+	period := fs.Duration("block-time", 1200*time.Millisecond, "time between blocks")
+	fund := fs.String("fund", "", "comma-separated extra addresses to fund (e.g. the gas funder)")
+	log, err := parseLogged(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	var extra []common.Address
+	for _, s := range strings.Split(*fund, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !common.IsHexAddress(s) {
+			return usageError(fmt.Sprintf("payd devchain: --fund %q is not an address", s))
+		}
+		extra = append(extra, common.HexToAddress(s))
+	}
+	chain, err := startDevChain(*addr, *period, extra)
+	if err != nil {
+		return err
+	}
+	id, err := chain.ChainID(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("dev chain running", "rpc", chain.url, "chain_id", id, "block_time", period.String(),
+		"funded_accounts", devAccounts+len(extra), "mnemonic", "test test … junk (public, dev only)")
+	return chain.Run(ctx)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
-	"github.com/evmpay/evmpay/store/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
 var devTokenRe = regexp.MustCompile(`test token\s+(\S+) (0x[0-9a-fA-F]{40})\s+\((\d+) decimals`)

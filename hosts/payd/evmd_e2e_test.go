@@ -47,10 +47,10 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/rpcreplay"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // evmdNode is a chain started by scripts/evmd-node.sh.

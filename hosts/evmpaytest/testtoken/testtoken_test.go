@@ -13,7 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
-	"github.com/evmpay/evmpay/store/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
 var chainID = big.NewInt(1337)
