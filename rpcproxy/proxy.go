@@ -100,7 +100,7 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	}
 	var extra []string
 	for _, m := range cfg.AllowMethods {
-		if m[len(m)-1] != '_' {
+		if last := m[len(m)-1]; last != '_' && last != '*' {
 			extra = append(extra, m)
 		}
 	}
@@ -138,8 +138,7 @@ type reqState struct {
 	up    []byte
 	calls []call
 
-	reserved int64     // taken from the proxy's budget for this request
-	sent     *sentBody // body as handed to the Transport, if it was
+	reserved int64 // taken from the proxy's budget for this request
 	limited  io.LimitedReader
 }
 
@@ -157,12 +156,6 @@ func (st *reqState) reserve(b *budget, n int64) bool {
 func (p *Proxy) putState(st *reqState) {
 	p.mem.release(st.reserved)
 	st.reserved = 0
-	if st.sent != nil {
-		if !st.sent.done() {
-			st.body = nil // the Transport may still read it
-		}
-		st.sent = nil
-	}
 	st.limited = io.LimitedReader{}
 	if cap(st.body) > maxPooledBuf {
 		st.body = nil
@@ -401,8 +394,8 @@ func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqStat
 	body := st.body
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	defer cancel()
-	req, sent := p.target.request(ctx, body)
-	st.sent = sent
+	req := p.target.request(ctx, body)
+	st.body = nil // the Transport's now: it may read it after RoundTrip returns
 	resp, err := p.roundTrip(req)
 	if err != nil {
 		p.failUpstream(w, r, st, body, batch, err)
@@ -511,7 +504,7 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	defer cancel()
-	req, _ := p.target.request(ctx, fwd)
+	req := p.target.request(ctx, fwd)
 	resp, err := p.roundTrip(req)
 	if err != nil {
 		p.failUpstream(w, r, st, body, true, err)

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync/atomic"
 	"time"
 )
 
@@ -71,11 +70,11 @@ func newUpstreamTarget(u *url.URL, auth []string) upstreamTarget {
 }
 
 // request is a POST of body to the node, bounded by ctx. The Transport
-// reads body from its own goroutine, possibly after RoundTrip returned;
-// sent reports when it has closed every reader it was given, after which
-// body may be reused.
-func (t upstreamTarget) request(ctx context.Context, body []byte) (*http.Request, *sentBody) {
-	sb := &sentBody{data: body}
+// reads body from its own goroutine, possibly after RoundTrip returned, so
+// the caller must not reuse it. A *bytes.Reader (behind io.NopCloser) is
+// one the Transport knows to be in memory: it writes the head and the body
+// in one write.
+func (t upstreamTarget) request(ctx context.Context, body []byte) *http.Request {
 	req := &http.Request{
 		Method:        http.MethodPost,
 		URL:           t.url,
@@ -83,41 +82,11 @@ func (t upstreamTarget) request(ctx context.Context, body []byte) (*http.Request
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        t.header,
-		Body:          sb.reader(),
-		GetBody:       sb.getBody,
+		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Host:          t.url.Host,
+		// A request none of which was written may be sent again.
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
 	}
-	return req.WithContext(ctx), sb
-}
-
-// sentBody hands the Transport readers of one request body (the first,
-// and another for each retry of a request none of which was written) and
-// counts those not closed yet.
-type sentBody struct {
-	data []byte
-	open atomic.Int32
-}
-
-func (sb *sentBody) reader() io.ReadCloser {
-	sb.open.Add(1)
-	return &sentBodyReader{Reader: bytes.NewReader(sb.data), sb: sb}
-}
-
-func (sb *sentBody) getBody() (io.ReadCloser, error) { return sb.reader(), nil }
-
-// done reports whether the Transport is done with every reader.
-func (sb *sentBody) done() bool { return sb.open.Load() == 0 }
-
-type sentBodyReader struct {
-	*bytes.Reader
-	sb     *sentBody
-	closed atomic.Bool
-}
-
-func (r *sentBodyReader) Close() error {
-	if r.closed.CompareAndSwap(false, true) {
-		r.sb.open.Add(-1)
-	}
-	return nil
+	return req.WithContext(ctx)
 }
