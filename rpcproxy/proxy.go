@@ -479,6 +479,7 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	// The ids become positions (at most 9 digits each).
 	size := len(body) + 2 + 10*len(st.calls)
 	if !st.reserve(&p.mem, int64(size)) {
+		p.m.overCapacity(limitBuffered)
 		p.failPartial(w, st, errOverCapacity, outcomeOverCapacity)
 		return
 	}
@@ -540,12 +541,16 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	upErr := matchResponses(up, st.calls)
 	// The answer: the node's answers with the caller's ids, and an error
 	// object for each of the other calls.
-	if !st.reserve(&p.mem, int64(len(up)+len(body)+len(st.calls)*maxErrorLen+2)) {
+	// object for each of the other calls (the node's one error for the whole
+	// batch is repeated for each forwarded call). The size is an upper
+	// bound, so the buffer does not grow past what was reserved.
+	size = spliceBound(body, up, upErr, len(st.calls))
+	if !st.reserve(&p.mem, int64(size)) {
 		p.m.overCapacity(limitBuffered)
 		p.failPartial(w, st, errOverCapacity, outcomeOverCapacity)
 		return
 	}
-	st.out = p.assemble(st.out[:0], st, upErr)
+	st.out = p.assemble(slices.Grow(st.out[:0], size), st, upErr)
 	status := http.StatusOK
 	answered, bad := false, false
 	for i := range st.calls {
@@ -577,6 +582,17 @@ func (p *Proxy) failPartial(w http.ResponseWriter, st *reqState, e *rpcError, o 
 	st.out = p.assemble(st.out[:0], st, nil)
 	p.writeBody(w, e.status, st.out)
 	p.countCalls(st)
+}
+
+// spliceBound bounds the length of the answer assemble writes for a batch
+// of n calls in body, given the node's answer up (and its one error for
+// the whole batch, if that is what it sent).
+func spliceBound(body, up, upErr []byte, n int) int {
+	size := len(body) + 2 + n*maxErrorLen
+	if upErr == nil {
+		return size + len(up)
+	}
+	return size + n*(len(upErr)+maxErrorLen)
 }
 
 // matchResponses records, for each forwarded call, the node's answer to it.
