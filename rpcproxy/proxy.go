@@ -417,7 +417,7 @@ func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqStat
 	}
 	w.WriteHeader(resp.StatusCode)
 	st.limited = io.LimitedReader{R: resp.Body, N: p.cfg.MaxResponseBytes + 1}
-	n, err := io.Copy(w, &st.limited)
+	n, err := copyAnswer(w, &st.limited)
 	p.m.request(resp.StatusCode)
 	if n > p.cfg.MaxResponseBytes {
 		// The head is out: cut the client's connection, so that it sees a
@@ -436,6 +436,21 @@ func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqStat
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "rpcproxy: streaming response", slog.String("error", err.Error()))
 	}
 	p.countCallsIn(st.calls, body)
+}
+
+// copyBufs are the buffers of copyAnswer.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyAnswer copies the node's answer to w: through net/http's own pooled
+// buffer when w is the server's response writer, through one of copyBufs
+// when a middleware has wrapped it (io.Copy would allocate 32 KiB).
+func copyAnswer(w http.ResponseWriter, src io.Reader) (int64, error) {
+	if rf, ok := w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(w, src, *buf)
 }
 
 // failUpstream answers every call of a request whose round trip failed.
