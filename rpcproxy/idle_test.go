@@ -22,13 +22,14 @@ func TestUnsolicitedUpstreamBytes_NeverReachTheNextClient(t *testing.T) {
 		name      string
 		unasked   func(id string) string
 		sameWrite bool // sent with the answer, in one write
+		closes    bool // and then the node closes its side, as it said
 	}{
-		{"a second answer with the first", func(id string) string { return okAnswer(`"stale ` + jsonEscape(id) + `"`) }, true},
-		{"a second answer on the idle connection", func(id string) string { return okAnswer(`"stale ` + jsonEscape(id) + `"`) }, false},
+		{"a second answer with the first", func(id string) string { return okAnswer(`"stale ` + jsonEscape(id) + `"`) }, true, false},
+		{"a second answer on the idle connection", func(id string) string { return okAnswer(`"stale ` + jsonEscape(id) + `"`) }, false, false},
 		{"an idle 408 and Connection: close", func(string) string {
 			return "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-		}, false},
-		{"a stray CRLF", func(string) string { return "\r\n" }, false},
+		}, false, true},
+		{"a stray CRLF", func(string) string { return "\r\n" }, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -36,19 +37,22 @@ func TestUnsolicitedUpstreamBytes_NeverReachTheNextClient(t *testing.T) {
 			dropped := make(chan bool, 1) // the node: whether the proxy hung up after the unasked bytes
 			node := newScriptedNode(t, func(conn net.Conn, ex rawExchange) bool {
 				if c.sameWrite {
-					_, err := conn.Write([]byte(okAnswer(ex.id) + c.unasked(ex.id)))
-					return err != nil
+					if _, err := conn.Write([]byte(okAnswer(ex.id) + c.unasked(ex.id))); err != nil {
+						dropped <- true
+						return true
+					}
+				} else {
+					if _, err := conn.Write([]byte(okAnswer(ex.id))); err != nil {
+						return true
+					}
+					<-idle
+					if _, err := conn.Write([]byte(c.unasked(ex.id))); err != nil {
+						dropped <- true
+						return true
+					}
 				}
-				if _, err := conn.Write([]byte(okAnswer(ex.id))); err != nil {
-					return true
-				}
-				<-idle
-				if _, err := conn.Write([]byte(c.unasked(ex.id))); err != nil {
-					dropped <- true
-					return true
-				}
-				if c.name == "an idle 408 and Connection: close" {
-					_ = conn.(*net.TCPConn).CloseWrite() // a node that says close does close
+				if c.closes {
+					_ = conn.(*net.TCPConn).CloseWrite()
 				}
 				// Either the proxy hangs up, or (the old proxy) it sends the
 				// next client's call on this connection, which is served.
@@ -66,9 +70,9 @@ func TestUnsolicitedUpstreamBytes_NeverReachTheNextClient(t *testing.T) {
 				require.JSONEq(t, `{"jsonrpc":"2.0","id":`+id+`,"result":"answer to `+id+`"}`, r.body, "client %d", i)
 				if !c.sameWrite {
 					idle <- struct{}{}
-					if !<-dropped {
-						kept = append(kept, i)
-					}
+				}
+				if !<-dropped {
+					kept = append(kept, i)
 				}
 			}
 			require.Empty(t, kept, "the proxy kept the connection on which the node had sent bytes unasked after these clients")
