@@ -114,6 +114,26 @@ func TestDeclaredBodyLength_HeapGrowsWithBytesReceived(t *testing.T) {
 	waitMetric(t, p.Gatherer(), "rpcproxy_requests_in_flight", nil, "every request to end", func(v float64) bool { return v == 0 })
 }
 
+// The same attack from one address with the default caps: 64 of its
+// requests are held (each with what it sent), the other 36 are refused at
+// once with 429, before a byte of their bodies is read.
+func TestDeclaredBodyLength_ManyClientsFromOneAddress_Capped(t *testing.T) {
+	t.Parallel()
+	const clients = 100
+	p, url := newProxy(t, &echoNode{}, Config{Rate: noLimit})
+	g := p.Gatherer()
+	for range clients {
+		c := rawClient(t, url, "127.0.0.1")
+		_, err := io.WriteString(c, declaredHead(1<<20)+"{")
+		require.NoError(t, err)
+	}
+	waitMetric(t, g, "rpcproxy_over_capacity_total", map[string]string{"limit": "requests_per_client"},
+		"the requests over the per-client cap to be refused", func(v float64) bool { return v == clients-defaultPerClient })
+	require.Equal(t, float64(defaultPerClient), counterValue(t, g, "rpcproxy_requests_in_flight", nil))
+	require.Equal(t, float64(clients-defaultPerClient), counterValue(t, g, "rpcproxy_requests_total", map[string]string{"code": "429"}))
+	require.LessOrEqual(t, counterValue(t, g, "rpcproxy_buffered_bytes", nil), float64(defaultPerClient*minBuf))
+}
+
 // Requests in flight are capped per client address (429) and in total
 // (503), before their bodies are read; the caps free up as requests end.
 func TestConcurrentRequests_CappedPerClientAndInTotal(t *testing.T) {
