@@ -11,15 +11,17 @@ import (
 )
 
 // The node is reached through net/http's Transport, tuned for one node
-// speaking HTTP/1.1 (docs/rpcproxy.md, "The HTTP client", records why it is
-// not a hand-written client). What the Transport gives that the proxy
-// relies on:
+// speaking HTTP/1.1 (docs/rpcproxy.md, "The HTTP client to the node",
+// records why it is not a hand-written client). What the Transport gives
+// that the proxy relies on:
 //
 //   - Bytes the node sends on an idle keep-alive connection (a second
-//     answer, an idle 408, a stray line ending) are never taken for the
+//     answer, an idle 408, a stray line ending) are not taken for the
 //     answer to a later request: the connection's reader sees them while
 //     no request is outstanding and the connection is dropped
-//     (golang.org/issue/32310).
+//     (golang.org/issue/32310; only bytes that arrive in the instant
+//     between a connection's pick from the pool and that reader escape
+//     it, as with every HTTP/1.1 client).
 //   - A POST is sent again only when none of it was written (the pooled
 //     connection was already dead); once written, the node may have acted
 //     on it, and the client gets the error.
