@@ -2,8 +2,11 @@ package rpcproxy
 
 import (
 	"cmp"
+	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
@@ -51,12 +54,40 @@ type Config struct {
 	// whole with HTTP 413. Defaults to 100.
 	MaxBatchSize int
 	// MaxBodyBytes is the largest request body accepted (HTTP 413 above).
-	// Defaults to 1 MiB.
+	// The body is held in a buffer that grows with the bytes received,
+	// never to a length the client only declared. Defaults to 1 MiB.
 	MaxBodyBytes int64
-	// MaxResponseBytes bounds the upstream response the proxy buffers when
-	// it must splice a partly refused batch back together (whole requests
-	// are streamed and not bounded). Defaults to 64 MiB.
+	// MaxResponseBytes is the largest answer the node may give to one
+	// request. An answer that declares more gets HTTP 502 (-32020); a
+	// streamed answer without a declared length that runs over is cut off
+	// (the client's connection is closed mid-answer, so it cannot mistake
+	// it for a whole one); a buffered one (partly refused batch) fails its
+	// calls with -32020. Defaults to 64 MiB.
 	MaxResponseBytes int64
+	// MaxBufferedBytes bounds the memory of all request bodies being read
+	// and all node answers being buffered (to splice partly refused
+	// batches) at once, across clients. A request that would go over it is
+	// refused with HTTP 503 (-32012) and Retry-After. It must be larger
+	// than MaxBodyBytes. Defaults to 128 MiB.
+	MaxBufferedBytes int64
+	// MaxConcurrentRequests caps the requests being handled at once; one
+	// more is refused with HTTP 503 (-32012) before its body is read.
+	// Defaults to 1024.
+	MaxConcurrentRequests int
+	// MaxConcurrentRequestsPerClient caps one client's requests being
+	// handled at once (the client as the rate limit keys it: address,
+	// trusted X-Forwarded-For or ClientKeyHeader); one more is refused with
+	// HTTP 429 (-32024) before its body is read. Defaults to 64.
+	MaxConcurrentRequestsPerClient int
+	// MaxConns caps the open connections of a listener wrapped by
+	// Proxy.LimitListener; one more is closed as soon as it is accepted.
+	// Defaults to 4096.
+	MaxConns int
+	// MaxConnsPerClient caps the open connections from one client address
+	// (IPv6: its IPv6PrefixLen prefix) on a listener wrapped by
+	// Proxy.LimitListener. Peers in TrustedProxies are exempt (they carry
+	// many clients) and count only towards MaxConns. Defaults to 128.
+	MaxConnsPerClient int
 	// UpstreamTimeout bounds one round trip to the node, body included;
 	// when it passes before the response headers arrive the client gets
 	// HTTP 504. Defaults to 30 seconds.
@@ -66,6 +97,14 @@ type Config struct {
 	// concurrent requests so that connections are not closed and redialled
 	// (which leaves sockets in TIME_WAIT). Defaults to 256.
 	MaxIdleUpstreamConns int
+	// TLSClientConfig is the TLS configuration for an https node (a
+	// private CA in RootCAs, a client certificate). It is cloned. Defaults
+	// to nil: the system's roots, the server name from the URL.
+	TLSClientConfig *tls.Config
+	// DialContext opens every connection to the node (network "tcp",
+	// address host:port from the URL); TLS, for https, runs on top of it.
+	// Defaults to a net.Dialer with a 5 s timeout and 30 s TCP keep-alive.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// AllowMethods, when not empty, is an allow list: only methods matching
 	// an entry are forwarded. An entry ending in "_" is a namespace ("eth_"),
@@ -98,6 +137,11 @@ const (
 	defaultIdleConns  = 256
 	defaultMaxBuckets = 100_000
 	defaultIdle       = 10 * time.Minute
+	defaultBuffered   = 128 << 20
+	defaultConcurrent = 1024
+	defaultPerClient  = 64
+	defaultConns      = 4096
+	defaultConnsPer   = 128
 )
 
 func (c Config) withDefaults() Config {
@@ -111,6 +155,11 @@ func (c Config) withDefaults() Config {
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, defaultMaxResp)
 	c.UpstreamTimeout = cmp.Or(c.UpstreamTimeout, defaultTimeout)
 	c.MaxIdleUpstreamConns = cmp.Or(c.MaxIdleUpstreamConns, defaultIdleConns)
+	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, defaultBuffered)
+	c.MaxConcurrentRequests = cmp.Or(c.MaxConcurrentRequests, defaultConcurrent)
+	c.MaxConcurrentRequestsPerClient = cmp.Or(c.MaxConcurrentRequestsPerClient, defaultPerClient)
+	c.MaxConns = cmp.Or(c.MaxConns, defaultConns)
+	c.MaxConnsPerClient = cmp.Or(c.MaxConnsPerClient, defaultConnsPer)
 	if c.DenyMethods == nil {
 		c.DenyMethods = DefaultDenyMethods()
 	}
@@ -145,6 +194,12 @@ func (c Config) validate() error {
 		return errors.New("rpcproxy: UpstreamTimeout must not be negative")
 	case c.MaxIdleUpstreamConns < 0:
 		return errors.New("rpcproxy: MaxIdleUpstreamConns must not be negative")
+	case c.MaxBufferedBytes <= c.MaxBodyBytes:
+		return errors.New("rpcproxy: MaxBufferedBytes must be larger than MaxBodyBytes")
+	case c.MaxConcurrentRequests < 0 || c.MaxConcurrentRequestsPerClient < 0:
+		return errors.New("rpcproxy: MaxConcurrentRequests and MaxConcurrentRequestsPerClient must not be negative")
+	case c.MaxConns < 0 || c.MaxConnsPerClient < 0:
+		return errors.New("rpcproxy: MaxConns and MaxConnsPerClient must not be negative")
 	}
 	for _, p := range c.TrustedProxies {
 		if !p.IsValid() {

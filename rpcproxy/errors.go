@@ -24,8 +24,13 @@ const (
 	// CodeUpstreamUnavailable: the node could not be reached (HTTP 502);
 	// proxyd's "backend offline".
 	CodeUpstreamUnavailable = -32010
+	// CodeOverCapacity: the proxy is handling as many requests, or holds as
+	// many buffered bytes, as it is configured to (HTTP 503 with
+	// Retry-After); proxyd's "backend is over capacity".
+	CodeOverCapacity = -32012
 	// CodeUpstreamBadResponse: the node answered something the proxy could
-	// not match to the forwarded calls (HTTP 502 or per element).
+	// not match to the forwarded calls, or not HTTP/1.x at all (HTTP 502 or
+	// per element).
 	CodeUpstreamBadResponse = -32013
 	// CodeBatchTooLarge: more calls in one batch than Config.MaxBatchSize
 	// (HTTP 413).
@@ -36,9 +41,17 @@ const (
 	// CodeRateLimited: the client's token bucket is empty (HTTP 429 for a
 	// single call); proxyd's "over rate limit".
 	CodeRateLimited = -32016
+	// CodeUpstreamTooLarge: the node's answer is larger than
+	// Config.MaxResponseBytes (HTTP 502 or per element); proxyd's "backend
+	// response too large".
+	CodeUpstreamTooLarge = -32020
 	// CodeBodyTooLarge: the body is larger than Config.MaxBodyBytes
 	// (HTTP 413).
 	CodeBodyTooLarge = -32021
+	// CodeTooManyRequests: the client has Config.MaxConcurrentRequestsPerClient
+	// requests under way already (HTTP 429 with Retry-After); proxyd's
+	// "too many requests".
+	CodeTooManyRequests = -32024
 )
 
 // rpcError is an error the proxy answers itself: a JSON-RPC code and message
@@ -89,4 +102,19 @@ var (
 	errUpstreamDown   = newRPCError(CodeUpstreamUnavailable, http.StatusBadGateway, "upstream unavailable")
 	errUpstreamBad    = newRPCError(CodeUpstreamBadResponse, http.StatusBadGateway, "upstream returned an invalid response")
 	errUpstreamSlow   = newRPCError(CodeUpstreamTimeout, http.StatusGatewayTimeout, "upstream timeout")
+	errUpstreamLarge  = newRPCError(CodeUpstreamTooLarge, http.StatusBadGateway, "upstream response too large")
+	errOverCapacity   = newRPCError(CodeOverCapacity, http.StatusServiceUnavailable, "proxy over capacity: try again later")
+	errTooManyAtOnce  = newRPCError(CodeTooManyRequests, http.StatusTooManyRequests, "too many concurrent requests")
 )
+
+// maxErrorLen bounds what appendError adds besides the id, and a comma:
+// the room an answer needs per call the proxy answers itself.
+var maxErrorLen = func() int {
+	n := 0
+	for _, e := range []*rpcError{errParse, errInvalidRequest, errEmptyBatch, errHTTPMethod, errContentType,
+		errBlocked, errBadMethodName, errReadBody, errRateLimited, errBatchTooLarge, errBodyTooLarge,
+		errUpstreamDown, errUpstreamBad, errUpstreamSlow, errUpstreamLarge, errOverCapacity, errTooManyAtOnce} {
+		n = max(n, len(appendError(nil, nil, e))+1)
+	}
+	return n
+}()

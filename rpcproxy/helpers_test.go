@@ -197,7 +197,8 @@ func requireErrorCode(t *testing.T, r rpcResp, code int) {
 	require.Equal(t, code, r.Error.Code)
 }
 
-// counterValue reads one counter from the proxy's registry.
+// counterValue reads one counter (or gauge, or a histogram's count) from
+// the proxy's registry.
 func counterValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -222,6 +223,9 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string, labels map[s
 			}
 			if m.GetHistogram() != nil {
 				return float64(m.GetHistogram().GetSampleCount())
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
 			}
 		}
 	}

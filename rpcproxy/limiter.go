@@ -30,12 +30,18 @@ func (p *Proxy) clientKeyOf(r *http.Request) clientKey {
 	if len(p.cfg.TrustedProxies) > 0 && trusted(p.cfg.TrustedProxies, addr) {
 		addr = forwardedFor(r.Header["X-Forwarded-For"], p.cfg.TrustedProxies, addr)
 	}
+	return clientKey{addr: p.maskIPv6(addr)}
+}
+
+// maskIPv6 keeps the leading Config.IPv6PrefixLen bits of an IPv6
+// address: one host usually owns a whole /64.
+func (p *Proxy) maskIPv6(addr netip.Addr) netip.Addr {
 	if addr.Is6() && p.cfg.IPv6PrefixLen < 128 {
 		if pre, err := addr.Prefix(p.cfg.IPv6PrefixLen); err == nil {
-			addr = pre.Addr()
+			return pre.Addr()
 		}
 	}
-	return clientKey{addr: addr}
+	return addr
 }
 
 // peerAddr parses http.Request.RemoteAddr. Unparseable addresses (a Unix

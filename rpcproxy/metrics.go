@@ -37,6 +37,7 @@ type metrics struct {
 	calls       *prometheus.CounterVec
 	rateLimited prometheus.Counter
 	latency     prometheus.Histogram
+	over        *prometheus.CounterVec
 
 	methods map[string]*methodCounters // read-only after construction
 	other   *methodCounters
@@ -60,7 +61,12 @@ type methodCounters struct {
 	c    [numOutcomes]lazyCounter
 }
 
-func newMetrics(reg prometheus.Registerer, extraMethods []string, buckets func() float64) (*metrics, error) {
+// gauges are the proxy's readings behind its gauge metrics.
+type gauges struct {
+	buckets, inFlight, buffered, conns func() float64
+}
+
+func newMetrics(reg prometheus.Registerer, extraMethods []string, g gauges) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rpcproxy_requests_total",
@@ -79,17 +85,33 @@ func newMetrics(reg prometheus.Registerer, extraMethods []string, buckets func()
 			Help:    "Time from sending a request to the upstream node to receiving its response headers.",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 16), // 250µs … ~8s
 		}),
+		over: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rpcproxy_over_capacity_total",
+			Help: "Connections and requests refused at a cap, by limit (connections, connections_per_client, requests, requests_per_client, buffered_bytes).",
+		}, []string{"limit"}),
 		methods: map[string]*methodCounters{},
 		other:   &methodCounters{name: otherMethod},
 	}
 	for _, name := range append(append([]string(nil), knownMethods...), extraMethods...) {
 		m.methods[name] = &methodCounters{name: name}
 	}
-	collectors := []prometheus.Collector{m.requests, m.calls, m.rateLimited, m.latency,
+	collectors := []prometheus.Collector{m.requests, m.calls, m.rateLimited, m.latency, m.over,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rpcproxy_rate_limit_buckets",
 			Help: "Client token buckets currently held in memory.",
-		}, buckets),
+		}, g.buckets),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rpcproxy_requests_in_flight",
+			Help: "Requests being handled.",
+		}, g.inFlight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rpcproxy_buffered_bytes",
+			Help: "Bytes held in request bodies and buffered node answers (buffer capacity), against Config.MaxBufferedBytes.",
+		}, g.buffered),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rpcproxy_connections_open",
+			Help: "Open client connections on listeners wrapped by Proxy.LimitListener.",
+		}, g.conns),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -117,3 +139,5 @@ func (m *metrics) call(method []byte, o outcome) {
 		m.rateLimited.Inc()
 	}
 }
+
+func (m *metrics) overCapacity(limit string) { m.over.WithLabelValues(limit).Inc() }

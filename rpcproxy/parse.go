@@ -29,12 +29,13 @@ const (
 	outcomeUpstreamTimeout
 	outcomeUpstreamBadResponse
 	outcomeCanceled
+	outcomeOverCapacity
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"forwarded", "invalid", "blocked", "rate_limited",
-	"upstream_unavailable", "upstream_timeout", "upstream_bad_response", "canceled",
+	"upstream_unavailable", "upstream_timeout", "upstream_bad_response", "canceled", "over_capacity",
 }
 
 // call is one JSON-RPC call of a request (the request itself when it is not

@@ -127,3 +127,36 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// The answer to a partly refused batch is assembled in a buffer sized, and
+// taken from the memory budget, by spliceBound before it is written: the
+// bound must hold whatever the caller and the node sent, or the buffer
+// would grow past what was reserved.
+func FuzzSpliceBound(f *testing.F) {
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":"a","method":"eth_chainId"},{"jsonrpc":"2.0","id":7,"method":"debug_x"},5]`),
+		[]byte(`[{"jsonrpc":"2.0","id":0,"result":"0x1"}]`))
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"eth_a"},{"jsonrpc":"2.0","id":2,"method":"eth_b"},{"jsonrpc":"2.0","id":3,"method":"admin_c"}]`),
+		[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"`+strings.Repeat("x", 300)+`"}}`))
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"eth_a"},{"jsonrpc":"2.0","method":"eth_b"}]`),
+		[]byte(`[{"id":0,"result":1},{"id":0,"result":2},{"id":"0"},{"id":1,"result":3}]`))
+	pol, err := newPolicy(nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body, up []byte) {
+		calls, _, res := parseRequest(body, 100, nil)
+		if res != parseOK {
+			return
+		}
+		for i := range calls {
+			if c := &calls[i]; c.outcome == outcomeForwarded && !pol.allowed(c.methodName(body)) {
+				c.outcome, c.err = outcomeBlocked, errBlocked
+			}
+		}
+		upErr := matchResponses(up, calls)
+		bound := spliceBound(body, up, upErr, len(calls))
+		if out := assembleFrom(nil, body, up, calls, upErr); len(out) > bound {
+			t.Fatalf("answer of %d bytes over the bound %d: body %q, node %q", len(out), bound, body, up)
+		}
+	})
+}

@@ -7,18 +7,27 @@ import (
 )
 
 // DefaultDenyMethods is the deny list used when Config.DenyMethods is nil:
-// the namespaces that manage the node, hold keys or expose engine and pool
-// internals. debug_ is not listed because it is blocked unconditionally.
+// everything that acts with the node's own accounts (signing, sending
+// unsigned transactions, unlocking), changes the node's configuration or
+// mining, or exposes engine and pool internals; docs/rpcproxy.md lists why
+// each is there. debug_ is not listed because it is blocked
+// unconditionally. What a wallet needs — eth_sendRawTransaction, reads,
+// filters — is not on it.
 func DefaultDenyMethods() []string {
-	return []string{"admin_", "personal_", "miner_", "engine_", "txpool_"}
+	return []string{
+		"admin_", "personal_", "miner_", "engine_", "txpool_", "clique_",
+		"eth_sendTransaction", "eth_sign*", "eth_submitWork", "eth_submitHashrate",
+		"evm_", "hardhat_", "anvil_",
+	}
 }
 
 // alwaysBlocked is refused whatever the configuration says.
 var alwaysBlocked = []byte("debug_")
 
 // policy decides which methods may reach the node. An entry ending in "_" is
-// a namespace prefix, any other entry an exact method name; both match
-// ASCII-case-insensitively.
+// a namespace prefix, one ending in "*" a prefix ("eth_sign*": eth_sign,
+// eth_signTransaction, eth_signTypedData_v4), any other an exact method
+// name; all match ASCII-case-insensitively.
 type policy struct {
 	allowExact  map[string]struct{}
 	allowPrefix [][]byte
@@ -30,14 +39,15 @@ func newPolicy(allow, deny []string) (*policy, error) {
 	p := &policy{allowExact: map[string]struct{}{}, denyExact: map[string]struct{}{}}
 	add := func(list []string, exact map[string]struct{}, prefix *[][]byte, what string) error {
 		for _, e := range list {
-			if !validMethodName([]byte(e)) {
-				return fmt.Errorf("rpcproxy: %s entry %q is not a method name or namespace prefix", what, e)
+			pre, star := strings.CutSuffix(e, "*")
+			if !validMethodName([]byte(pre)) {
+				return fmt.Errorf("rpcproxy: %s entry %q is not a method name, a namespace (eth_) or a prefix (eth_sign*)", what, e)
 			}
-			e = strings.ToLower(e)
-			if strings.HasSuffix(e, "_") {
-				*prefix = append(*prefix, []byte(e))
+			pre = strings.ToLower(pre)
+			if star || strings.HasSuffix(pre, "_") {
+				*prefix = append(*prefix, []byte(pre))
 			} else {
-				exact[e] = struct{}{}
+				exact[pre] = struct{}{}
 			}
 		}
 		return nil

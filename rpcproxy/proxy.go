@@ -2,6 +2,7 @@ package rpcproxy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -18,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,17 +34,19 @@ var _ http.Handler = (*Proxy)(nil)
 type Proxy struct {
 	cfg       Config
 	upstream  *url.URL
-	upstreamS string
-	auth      []string // Authorization from the URL's user info, if any
-	up        *upstream
+	target    upstreamTarget
+	tr        *http.Transport
 	policy    *policy
 	lim       *limiter // nil when rate limiting is off
+	gate      *gate
+	mem       budget
+	conns     atomic.Int64 // open connections on LimitListener listeners
 	m         *metrics
 	gatherer  prometheus.Gatherer
 	log       *slog.Logger
 	keyHeader string
 	seed      maphash.Seed
-	retryAt   []string // Retry-After value for 429s
+	retryAt   []string // Retry-After value for 429s of the rate limit
 
 	states sync.Pool // *reqState
 }
@@ -73,9 +78,11 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:       cfg,
 		upstream:  u,
-		upstreamS: u.String(),
-		auth:      auth,
+		target:    newUpstreamTarget(u, auth),
+		tr:        newTransport(cfg),
 		policy:    pol,
+		gate:      newGate(cfg.MaxConcurrentRequests, cfg.MaxConcurrentRequestsPerClient),
+		mem:       budget{max: cfg.MaxBufferedBytes},
 		log:       cfg.Logger,
 		keyHeader: textproto.CanonicalMIMEHeaderKey(cfg.ClientKeyHeader),
 		seed:      maphash.MakeSeed(),
@@ -93,22 +100,24 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	}
 	var extra []string
 	for _, m := range cfg.AllowMethods {
-		if m[len(m)-1] != '_' {
+		if last := m[len(m)-1]; last != '_' && last != '*' {
 			extra = append(extra, m)
 		}
 	}
-	p.m, err = newMetrics(reg, extra, func() float64 {
-		if p.lim == nil {
-			return 0
-		}
-		return float64(p.lim.len())
+	p.m, err = newMetrics(reg, extra, gauges{
+		buckets: func() float64 {
+			if p.lim == nil {
+				return 0
+			}
+			return float64(p.lim.len())
+		},
+		inFlight: func() float64 { return float64(p.gate.inFlight()) },
+		buffered: func() float64 { return float64(p.mem.used.Load()) },
+		conns:    func() float64 { return float64(p.conns.Load()) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rpcproxy: registering metrics: %w", err)
 	}
-	// Never through an environment proxy; no Accept-Encoding, so the
-	// node's bytes are streamed to the client as they are.
-	p.up = newUpstream(u, auth, cfg.MaxIdleUpstreamConns)
 	p.states.New = func() any { return &reqState{calls: make([]call, 0, 8)} }
 	return p, nil
 }
@@ -120,7 +129,7 @@ func (p *Proxy) Gatherer() prometheus.Gatherer { return p.gatherer }
 
 // CloseIdleConnections closes the pooled keep-alive connections to the node.
 // Call it when the proxy is discarded.
-func (p *Proxy) CloseIdleConnections() { p.up.closeIdle() }
+func (p *Proxy) CloseIdleConnections() { p.tr.CloseIdleConnections() }
 
 // reqState is the per-request scratch space, pooled.
 type reqState struct {
@@ -128,11 +137,26 @@ type reqState struct {
 	out   []byte
 	up    []byte
 	calls []call
+
+	reserved int64 // taken from the proxy's budget for this request
+	limited  io.LimitedReader
 }
 
 const maxPooledBuf = 64 << 10
 
+// reserve takes n bytes of the budget for this request.
+func (st *reqState) reserve(b *budget, n int64) bool {
+	if !b.reserve(n) {
+		return false
+	}
+	st.reserved += n
+	return true
+}
+
 func (p *Proxy) putState(st *reqState) {
+	p.mem.release(st.reserved)
+	st.reserved = 0
+	st.limited = io.LimitedReader{}
 	if cap(st.body) > maxPooledBuf {
 		st.body = nil
 	}
@@ -152,6 +176,7 @@ func (p *Proxy) putState(st *reqState) {
 var (
 	headerJSON  = []string{"application/json"}
 	headerAllow = []string{http.MethodPost}
+	retryOne    = []string{"1"}
 )
 
 // ServeHTTP implements http.Handler.
@@ -169,14 +194,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writeWhole(w, errBodyTooLarge)
 		return
 	}
+	key := p.clientKeyOf(r)
+	if over := p.gate.enter(key); over != "" {
+		p.m.overCapacity(over)
+		w.Header()["Retry-After"] = retryOne
+		if over == limitPerClient {
+			p.writeWhole(w, errTooManyAtOnce)
+		} else {
+			p.writeWhole(w, errOverCapacity)
+		}
+		return
+	}
+	defer p.gate.leave(key)
 	st := p.states.Get().(*reqState)
 	defer p.putState(st)
 
-	body, err := readBody(st.body[:0], r.Body, r.ContentLength, p.cfg.MaxBodyBytes)
+	body, err := p.readAll(st, st.body, r.Body, p.cfg.MaxBodyBytes)
 	st.body = body
 	switch {
 	case errors.Is(err, errTooLarge):
 		p.writeWhole(w, errBodyTooLarge)
+		return
+	case errors.Is(err, errOverBudget):
+		p.m.overCapacity(limitBuffered)
+		w.Header()["Retry-After"] = retryOne
+		p.writeWhole(w, errOverCapacity)
 		return
 	case err != nil:
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "rpcproxy: reading request body", slog.String("error", err.Error()))
@@ -216,7 +258,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	limited := 0
 	if forward > 0 && p.lim != nil {
-		got := p.lim.take(p.clientKeyOf(r), forward, p.cfg.Now())
+		got := p.lim.take(key, forward, p.cfg.Now())
 		for i := range calls {
 			c := &calls[i]
 			if c.outcome != outcomeForwarded {
@@ -276,16 +318,30 @@ func acceptableContentType(v []string) bool {
 	return false
 }
 
-var errTooLarge = errors.New("body too large")
+var (
+	errTooLarge   = errors.New("rpcproxy: too large")
+	errOverBudget = errors.New("rpcproxy: over the buffered-bytes budget")
+)
 
-// readBody reads r into buf (reusing its capacity) up to limit bytes.
-func readBody(buf []byte, r io.Reader, contentLength, limit int64) ([]byte, error) {
-	if contentLength > 0 && int64(cap(buf)) < contentLength+1 {
-		buf = make([]byte, 0, contentLength+1) // +1 to see EOF without growing
+// minBuf is the first capacity of a buffer that reads a body.
+const minBuf = 512
+
+// readAll reads r into buf (reusing its capacity) up to limit bytes. The
+// buffer grows with the bytes that arrive — by doubling, never to a length
+// the sender only declared — and its capacity is taken from the proxy's
+// budget before it grows.
+func (p *Proxy) readAll(st *reqState, buf []byte, r io.Reader, limit int64) ([]byte, error) {
+	buf = buf[:0]
+	if c := int64(cap(buf)); c > 0 && !st.reserve(&p.mem, c) {
+		return buf, errOverBudget
 	}
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			n := min(max(2*cap(buf), minBuf), int(limit)+1)
+			if !st.reserve(&p.mem, int64(n-cap(buf))) {
+				return buf, errOverBudget
+			}
+			buf = append(make([]byte, 0, n), buf...)
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -301,58 +357,111 @@ func readBody(buf []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 	}
 }
 
-// roundTrip sends body to the node for r (body is written before roundTrip
-// returns and may be reused afterwards). The exchange is bounded by
-// UpstreamTimeout, as a deadline on the node's connection (a context with
-// a timeout per request cost a timer and a cancellation registration),
-// and ends early when r's client goes away.
-func (p *Proxy) roundTrip(r *http.Request, body []byte) (*upResponse, error) {
+// roundTrip sends req to the node and observes the time to its answer's
+// headers.
+func (p *Proxy) roundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	resp, err := p.up.roundTrip(r.Context(), start.Add(p.cfg.UpstreamTimeout), body)
+	resp, err := p.tr.RoundTrip(req)
 	p.m.latency.Observe(time.Since(start).Seconds())
 	return resp, err
 }
 
-// upstreamError maps a failed round trip to the proxy's answer.
+// upstreamError maps a failed round trip to the proxy's answer: the client
+// went away; the node took longer than UpstreamTimeout; it could not be
+// reached or hung up (dial, TLS, reset, end of file); or what it sent was
+// not an HTTP/1.x answer the Transport could read (malformed, headers over
+// the cap).
 func upstreamError(r *http.Request, err error) (*rpcError, outcome) {
+	var ne net.Error
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var ae tls.AlertError
 	switch {
 	case r.Context().Err() != nil:
 		return nil, outcomeCanceled
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return errUpstreamSlow, outcomeUpstreamTimeout
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &ae):
+		return errUpstreamDown, outcomeUpstreamUnavailable
 	}
-	return errUpstreamDown, outcomeUpstreamUnavailable
+	return errUpstreamBad, outcomeUpstreamBadResponse
 }
 
 // forwardWhole sends the request body unchanged and streams the node's
-// answer back.
+// answer back, up to MaxResponseBytes.
 func (p *Proxy) forwardWhole(w http.ResponseWriter, r *http.Request, st *reqState, batch bool) {
 	body := st.body
-	resp, err := p.roundTrip(r, body)
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
+	defer cancel()
+	req := p.target.request(ctx, body)
+	st.body = nil // the Transport's now: it may read it after RoundTrip returns
+	resp, err := p.roundTrip(req)
 	if err != nil {
 		p.failUpstream(w, r, st, body, batch, err)
 		return
 	}
-	defer resp.body.Close()
+	defer resp.Body.Close()
+	if resp.ContentLength > p.cfg.MaxResponseBytes {
+		p.failCalls(w, r, st, body, batch, errUpstreamLarge, outcomeUpstreamBadResponse,
+			fmt.Errorf("answer of %d bytes, over MaxResponseBytes", resp.ContentLength))
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = headerJSON
-	if resp.contentType != nil {
-		h["Content-Type"] = resp.contentType
+	if ct := resp.Header["Content-Type"]; ct != nil {
+		h["Content-Type"] = ct
 	}
-	if resp.contentLength != nil {
-		h["Content-Length"] = resp.contentLength
+	if resp.ContentLength >= 0 {
+		h["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
 	}
-	w.WriteHeader(resp.status)
-	if _, err := io.Copy(w, resp.body); err != nil {
+	w.WriteHeader(resp.StatusCode)
+	st.limited = io.LimitedReader{R: resp.Body, N: p.cfg.MaxResponseBytes + 1}
+	n, err := copyAnswer(w, &st.limited)
+	p.m.request(resp.StatusCode)
+	if n > p.cfg.MaxResponseBytes {
+		// The head is out: cut the client's connection, so that it sees a
+		// broken answer rather than a short one that looks whole.
+		for i := range st.calls {
+			if c := &st.calls[i]; c.outcome == outcomeForwarded {
+				c.outcome = outcomeUpstreamBadResponse
+			}
+		}
+		p.countCallsIn(st.calls, body)
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "rpcproxy: upstream answer over MaxResponseBytes; client connection cut",
+			slog.String("upstream_host", p.upstream.Host), slog.Int64("max_response_bytes", p.cfg.MaxResponseBytes))
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "rpcproxy: streaming response", slog.String("error", err.Error()))
 	}
-	p.m.request(resp.status)
 	p.countCallsIn(st.calls, body)
+}
+
+// copyBufs are the buffers of copyAnswer.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyAnswer copies the node's answer to w: through net/http's own pooled
+// buffer when w is the server's response writer, through one of copyBufs
+// when a middleware has wrapped it (io.Copy would allocate 32 KiB).
+func copyAnswer(w http.ResponseWriter, src io.Reader) (int64, error) {
+	if rf, ok := w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(w, src, *buf)
 }
 
 // failUpstream answers every call of a request whose round trip failed.
 func (p *Proxy) failUpstream(w http.ResponseWriter, r *http.Request, st *reqState, body []byte, batch bool, err error) {
 	e, o := upstreamError(r, err)
+	p.failCalls(w, r, st, body, batch, e, o, err)
+}
+
+// failCalls answers every forwarded call of a request with e (nothing, when
+// the client went away).
+func (p *Proxy) failCalls(w http.ResponseWriter, r *http.Request, st *reqState, body []byte, batch bool, e *rpcError, o outcome, err error) {
 	for i := range st.calls {
 		c := &st.calls[i]
 		if c.outcome == outcomeForwarded {
@@ -382,7 +491,14 @@ func (p *Proxy) failUpstream(w http.ResponseWriter, r *http.Request, st *reqStat
 // null ids in the caller's batch.
 func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqState) {
 	body := st.body
-	fwd := make([]byte, 0, len(body)+8)
+	// The ids become positions (at most 9 digits each).
+	size := len(body) + 2 + 10*len(st.calls)
+	if !st.reserve(&p.mem, int64(size)) {
+		p.m.overCapacity(limitBuffered)
+		p.failPartial(w, st, errOverCapacity, outcomeOverCapacity)
+		return
+	}
+	fwd := make([]byte, 0, size)
 	fwd = append(fwd, '[')
 	for i := range st.calls {
 		c := &st.calls[i]
@@ -402,35 +518,54 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	}
 	fwd = append(fwd, ']')
 
-	resp, err := p.roundTrip(r, fwd)
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.UpstreamTimeout)
+	defer cancel()
+	req := p.target.request(ctx, fwd)
+	resp, err := p.roundTrip(req)
 	if err != nil {
 		p.failUpstream(w, r, st, body, true, err)
 		return
 	}
-	up, err := readBody(st.up[:0], resp.body, resp.length, p.cfg.MaxResponseBytes)
-	resp.body.Close()
-	st.up = up
+	var up []byte
+	if resp.ContentLength > p.cfg.MaxResponseBytes {
+		err = errTooLarge
+	} else {
+		up, err = p.readAll(st, st.up, resp.Body, p.cfg.MaxResponseBytes)
+		st.up = up
+	}
+	resp.Body.Close()
 	if err != nil {
-		e, o := errUpstreamBad, outcomeUpstreamBadResponse
-		if !errors.Is(err, errTooLarge) {
+		var e *rpcError
+		var o outcome
+		switch {
+		case errors.Is(err, errTooLarge):
+			e, o = errUpstreamLarge, outcomeUpstreamBadResponse
+		case errors.Is(err, errOverBudget):
+			p.m.overCapacity(limitBuffered)
+			e, o = errOverCapacity, outcomeOverCapacity
+		default:
 			e, o = upstreamError(r, err)
 		}
 		if o == outcomeCanceled {
 			p.failUpstream(w, r, st, body, true, err)
 			return
 		}
-		for i := range st.calls {
-			if c := &st.calls[i]; c.outcome == outcomeForwarded {
-				c.outcome, c.err = o, e
-			}
-		}
-		st.out = p.assemble(st.out[:0], st, nil)
-		p.writeBody(w, e.status, st.out)
-		p.countCalls(st)
+		p.failPartial(w, st, e, o)
 		return
 	}
 	upErr := matchResponses(up, st.calls)
-	st.out = p.assemble(st.out[:0], st, upErr)
+	// The answer: the node's answers with the caller's ids, and an error
+	// object for each of the other calls.
+	// object for each of the other calls (the node's one error for the whole
+	// batch is repeated for each forwarded call). The size is an upper
+	// bound, so the buffer does not grow past what was reserved.
+	size = spliceBound(body, up, upErr, len(st.calls))
+	if !st.reserve(&p.mem, int64(size)) {
+		p.m.overCapacity(limitBuffered)
+		p.failPartial(w, st, errOverCapacity, outcomeOverCapacity)
+		return
+	}
+	st.out = p.assemble(slices.Grow(st.out[:0], size), st, upErr)
 	status := http.StatusOK
 	answered, bad := false, false
 	for i := range st.calls {
@@ -446,6 +581,33 @@ func (p *Proxy) forwardPartial(w http.ResponseWriter, r *http.Request, st *reqSt
 	}
 	p.writeBody(w, status, st.out)
 	p.countCalls(st)
+}
+
+// failPartial answers a partly refused batch whose forwarded calls all
+// failed with e; the refused calls keep their own errors.
+func (p *Proxy) failPartial(w http.ResponseWriter, st *reqState, e *rpcError, o outcome) {
+	for i := range st.calls {
+		if c := &st.calls[i]; c.outcome == outcomeForwarded {
+			c.outcome, c.err = o, e
+		}
+	}
+	if e == errOverCapacity {
+		w.Header()["Retry-After"] = retryOne
+	}
+	st.out = p.assemble(st.out[:0], st, nil)
+	p.writeBody(w, e.status, st.out)
+	p.countCalls(st)
+}
+
+// spliceBound bounds the length of the answer assemble writes for a batch
+// of n calls in body, given the node's answer up (and its one error for
+// the whole batch, if that is what it sent).
+func spliceBound(body, up, upErr []byte, n int) int {
+	size := len(body) + 2 + n*maxErrorLen
+	if upErr == nil {
+		return size + len(up)
+	}
+	return size + n*(len(upErr)+maxErrorLen)
 }
 
 // matchResponses records, for each forwarded call, the node's answer to it.

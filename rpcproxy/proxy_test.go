@@ -163,6 +163,29 @@ func TestPolicy_DefaultDeniedNamespaces(t *testing.T) {
 	require.Equal(t, http.StatusOK, post(t, url, callJSON("1", "eth_getBalance")).status)
 }
 
+// By default nothing that acts with the node's own accounts or changes the
+// node's state reaches it (docs/rpcproxy.md lists them); what a wallet
+// sends — signed transactions — and reads still do.
+func TestPolicy_DefaultDenied_NodeAccountsAndState(t *testing.T) {
+	t.Parallel()
+	node := &echoNode{}
+	_, url := newProxy(t, node, Config{Rate: noLimit})
+
+	for _, m := range []string{
+		"eth_sendTransaction", "eth_sign", "eth_signTransaction", "eth_signTypedData", "eth_signTypedData_v4",
+		"ETH_SIGNtypeddata_v3", "eth_submitWork", "eth_submitHashrate", "personal_unlockAccount",
+		"personal_sendTransaction", "admin_addPeer", "miner_setEtherbase", "txpool_content", "clique_propose",
+	} {
+		r := post(t, url, callJSON("1", m))
+		require.Equal(t, http.StatusForbidden, r.status, m)
+		requireErrorCode(t, decodeOne(t, r.body), CodeMethodNotFound)
+	}
+	require.Empty(t, node.received())
+	for _, m := range []string{"eth_sendRawTransaction", "eth_call", "eth_getLogs", "eth_newFilter", "eth_accounts"} {
+		require.Equal(t, http.StatusOK, post(t, url, callJSON("1", m)).status, m)
+	}
+}
+
 func TestPolicy_AllowAndDenyLists(t *testing.T) {
 	t.Parallel()
 	_, url := newProxy(t, &echoNode{}, Config{

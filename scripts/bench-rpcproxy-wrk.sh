@@ -6,6 +6,9 @@
 #
 # Usage: scripts/bench-rpcproxy-wrk.sh [seconds per run, default 10]
 # LOAD_BIN=path runs a prebuilt rpcproxy-load (to compare two versions).
+# UPSTREAM_DELAY=1ms makes the upstream take that long per call (a node's
+# own time), UPSTREAM=http://host:port puts an external node (payd devchain,
+# geth) behind the proxy instead; the "direct" figures are then that node's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -27,7 +30,7 @@ if [ -z "$bin" ]; then
 	go build -o "$bin" ./rpcproxy/cmd/rpcproxy-load
 fi
 out=$(mktemp)
-"$bin" -serve >"$out" 2>&1 &
+"$bin" -serve -upstream-delay "${UPSTREAM_DELAY:-0s}" ${UPSTREAM:+-upstream "$UPSTREAM"} >"$out" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -f "$out"' EXIT
 for _ in $(seq 1 100); do

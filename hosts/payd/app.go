@@ -563,7 +563,7 @@ func (a *app) run(ctx context.Context) error {
 	listeners := []net.Listener{a.httpLn}
 	if a.proxy != nil {
 		servers = append(servers, newServer(a.proxy, a.log))
-		listeners = append(listeners, a.proxyLn)
+		listeners = append(listeners, a.proxy.LimitListener(a.proxyLn)) // connection caps per client and in total
 	}
 	if a.metricsLn != nil {
 		servers = append(servers, newServer(a.metricsMux, a.log))
