@@ -27,7 +27,7 @@ fi
 bin=${LOAD_BIN:-}
 if [ -z "$bin" ]; then
 	bin=$(mktemp -d)/rpcproxy-load
-	go build -o "$bin" ./rpcproxy/cmd/rpcproxy-load
+	go build -o "$bin" ./hosts/rpcproxy-load
 fi
 out=$(mktemp)
 "$bin" -serve -upstream-delay "${UPSTREAM_DELAY:-0s}" ${UPSTREAM:+-upstream "$UPSTREAM"} >"$out" 2>&1 &

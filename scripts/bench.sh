@@ -20,7 +20,7 @@ for part in "${parts[@]}"; do
 	case $part in
 	store) go test -run '^$' -bench 'InsertInvoices|InsertBlock' -benchtime 3s ./store/postgres ./store/sqlite ;;
 	hdwallet) go test -run '^$' -bench . -benchtime=2s ./hdwallet ;;
-	rpcproxy) go run ./rpcproxy/cmd/rpcproxy-load -duration 10s && scripts/bench-rpcproxy-wrk.sh 10 ;;
+	rpcproxy) go run ./hosts/rpcproxy-load -duration 10s && scripts/bench-rpcproxy-wrk.sh 10 ;;
 	invoice) go run ./hosts/invoice-load -db "$PG_URL" -duration 15s ;;
 	indexer) go test -run '^$' -bench 'Backfill' -benchtime 1x -timeout 30m ./indexer ;;
 	settlement) go test -run '^$' -bench BenchmarkBlock -benchtime 200x -timeout 30m ./settlement ;;

@@ -11,9 +11,9 @@
 // sockets before and after, which show whether upstream connections stayed
 // pooled.
 //
-//	go run ./rpcproxy/cmd/rpcproxy-load -duration 10s
-//	go run ./rpcproxy/cmd/rpcproxy-load -upstream-delay 1ms   # a node that takes time
-//	go run ./rpcproxy/cmd/rpcproxy-load -upstream http://127.0.0.1:PORT   # payd devchain, geth …
+//	go run ./hosts/rpcproxy-load -duration 10s
+//	go run ./hosts/rpcproxy-load -upstream-delay 1ms   # a node that takes time
+//	go run ./hosts/rpcproxy-load -upstream http://127.0.0.1:PORT   # payd devchain, geth …
 package main
 
 import (
