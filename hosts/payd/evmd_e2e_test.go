@@ -118,6 +118,13 @@ type evmdRig struct {
 	manifest evmdManifest
 }
 
+// use makes the rig report to t (a subtest) until the returned func runs.
+func (r *evmdRig) use(t *testing.T) func() {
+	parent := r.t
+	r.t = t
+	return func() { r.t = parent }
+}
+
 func (r *evmdRig) opts() *bind.TransactOpts {
 	opts := bind.NewKeyedTransactor(r.payer, new(big.Int).SetUint64(r.node.chainID))
 	opts.Context = r.ctx
@@ -320,6 +327,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 	id := func(inv map[string]any) int64 { return int64(inv["id"].(float64)) }
 
 	t.Run("Native_PaidExactly_SettledWithTheExactAmount", func(t *testing.T) {
+		defer r.use(t)()
 		const amount = "750000000000000001"
 		inv := r.create(map[string]any{"amount_wei": amount})
 		require.Regexp(t, fmt.Sprintf(`^ethereum:0x[0-9a-fA-F]{40}@%d\?value=%s$`, r.node.chainID, amount), inv["payment_uri"])
@@ -340,6 +348,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		path string
 	}{{r.usdc, "permit"}, {r.usdt, "fund"}} {
 		t.Run(tc.tok.Symbol+"_PaidExactly_SettledOnThe"+tc.path+"Path", func(t *testing.T) {
+			defer r.use(t)()
 			inv := r.create(map[string]any{"asset": tc.tok.Symbol, "amount_formatted": "12.345678"})
 			require.Equal(t, "12345678", inv["amount"])
 			require.Equal(t, fmt.Sprintf("ethereum:%s@%d/transfer?address=%s&uint256=12345678", tc.tok.Address.Hex(), r.node.chainID, inv["deposit_address"]), inv["payment_uri"])
@@ -357,6 +366,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 	}
 
 	t.Run("Underpaid_ThenTheRemainder_Settled", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.create(map[string]any{"asset": "USDC", "amount": "5000000"})
 		dep := inv["deposit_address"].(string)
 		uri := func(v string) string {
@@ -381,6 +391,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("WrongAsset_TokenToNativeInvoice_BothReachTheMerchant", func(t *testing.T) {
+		defer r.use(t)()
 		const amount = "250000000000000000"
 		inv := r.create(map[string]any{"amount_wei": amount})
 		dep := common.HexToAddress(inv["deposit_address"].(string))
@@ -398,6 +409,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("WrongAsset_NativeToTokenInvoice_BothReachTheMerchant", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.create(map[string]any{"asset": "USDT", "amount": "4000000"})
 		dep := common.HexToAddress(inv["deposit_address"].(string))
 		nativeBefore, usdtBefore := r.nativeBalance(r.settle), r.tokenBalance(r.usdt, r.settle)
@@ -422,11 +434,15 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		r.note(id(inv), inv, got)
 	})
 
-	t.Run("SendErrors_Recorded", func(t *testing.T) { r.recordSendErrors() })
+	t.Run("SendErrors_Recorded", func(t *testing.T) {
+		defer r.use(t)()
+		r.recordSendErrors()
+	})
 
 	r.saveRecording()
 
 	t.Run("ChainSwapped_EveryRoleRefuses", func(t *testing.T) {
+		defer r.use(t)()
 		stopEvmd(t)
 		swapped := startEvmd(t)
 		require.Equal(t, r.node.chainID, swapped.chainID, "the same chain id")
@@ -552,14 +568,14 @@ func (r *evmdRig) recordSendErrors() {
 	require.NoError(t, err)
 	head, err := r.eth.HeaderByNumber(r.ctx, nil)
 	require.NoError(t, err)
-	sign := func(key *ecdsa.PrivateKey, nonce uint64, feeCap *big.Int) *types.Transaction {
-		tx, err := types.SignNewTx(key, signer, &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: big.NewInt(0),
+	sign := func(key *ecdsa.PrivateKey, nonce uint64, feeCap, tip *big.Int) *types.Transaction {
+		tx, err := types.SignNewTx(key, signer, &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: tip,
 			GasFeeCap: feeCap, Gas: 21000, To: &to, Value: big.NewInt(1)})
 		require.NoError(t, err)
 		return tx
 	}
 	var errs []evmdSendError
-	try := func(what, want string, tx *types.Transaction) {
+	try := func(what, want string, tx *types.Transaction) error {
 		err := r.eth.SendTransaction(r.ctx, tx)
 		msg := "accepted"
 		if err != nil {
@@ -567,17 +583,24 @@ func (r *evmdRig) recordSendErrors() {
 		}
 		t.Logf("evmd answers %s: %s", what, msg)
 		errs = append(errs, evmdSendError{What: what, Class: want, Message: msg})
+		return err
 	}
-	fee := new(big.Int).Mul(head.BaseFee, big.NewInt(2))
-	try("a fee cap below the base fee", "transaction underpriced", sign(r.payer, nonce, new(big.Int).Div(head.BaseFee, big.NewInt(2))))
-	good := sign(r.payer, nonce, fee)
+	zero, gwei := big.NewInt(0), big.NewInt(1_000_000_000)
+	low := new(big.Int).Div(head.BaseFee, big.NewInt(2))
+	if try("a fee cap below the base fee", "transaction underpriced", sign(r.payer, nonce, low, zero)) == nil {
+		// It waits in the pool, never mined: the same nonce at a fee not
+		// 10% higher is refused as a replacement.
+		try("a replacement not priced 10% higher", "replacement tx underpriced",
+			sign(r.payer, nonce, new(big.Int).Add(low, big.NewInt(1)), zero))
+	}
+	good := sign(r.payer, nonce, new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), gwei), gwei)
 	require.NoError(t, r.eth.SendTransaction(r.ctx, good))
 	try("the same transaction again", "already known", good)
 	r.mined(good)
-	try("a used nonce", "nonce too low", sign(r.payer, nonce, fee))
+	try("a used nonce", "nonce too low", sign(r.payer, nonce, good.GasFeeCap(), gwei))
 	empty, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	try("a sender without funds", "insufficient gas", sign(empty, 0, fee))
+	try("a sender without funds", "insufficient gas", sign(empty, 0, good.GasFeeCap(), gwei))
 	r.manifest.SendErrors = errs
 }
 
