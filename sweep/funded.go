@@ -147,11 +147,35 @@ func (s *Sweeper) fundedNext(ctx context.Context, p *pass, fs *fundedSend, funde
 // first (and counts as the attempt); the replacement follows once it is
 // mined, at the fee cap the fundings then pay for.
 func (s *Sweeper) tendFundedSend(ctx context.Context, p *pass, fs *fundedSend, funded *big.Int, pending bool) (outcome, error) {
-	v, err := s.tend(ctx, p, fs.send)
+	return s.tendSend(ctx, p, fs.send, pending, func(live *store.SweepTx) (outcome, error) {
+		f, o, ok := s.replaceFee(ctx, p, fs.inv, live, store.SweepSent)
+		if !ok {
+			return o, nil
+		}
+		if need := gasCost(live.GasLimit, f.cap); funded.Cmp(need) < 0 {
+			// The send keeps its status (SENT) while the extra gas is sent.
+			o, err := s.fund(ctx, p, fs.inv, fs.guard(store.SweepSent), new(big.Int).Sub(need, funded))
+			if err == nil && o.fail == "" {
+				o = retryWith(store.SweepSent, replaceReason(live))
+			}
+			return o, err
+		}
+		feeCap := new(big.Int).Div(funded, new(big.Int).SetUint64(live.GasLimit))
+		f = fee{cap: feeCap, tip: bigMin(f.tip, feeCap)}
+		return s.resend(ctx, p, live, f, s.depositSigner(fs.inv), fs.guard(store.SweepSent))
+	})
+}
+
+// tendSend keeps a deposit address's signed send (the sweep, from nonce
+// 0, or a token transfer) moving: re-broadcast, or replace (by replace)
+// when stuck or refused as underpriced. pending: a funding of its gas is
+// on its way, which is what it waits for.
+func (s *Sweeper) tendSend(ctx context.Context, p *pass, sl *slot, pending bool, replace func(live *store.SweepTx) (outcome, error)) (outcome, error) {
+	v, err := s.tend(ctx, p, sl)
 	if err != nil {
 		return outcome{}, err
 	}
-	live := fs.send.live()
+	live := sl.live()
 	switch {
 	case v.dead:
 		return failWith(ReasonNonceTooLow), nil
@@ -170,21 +194,7 @@ func (s *Sweeper) tendFundedSend(ctx context.Context, p *pass, fs *fundedSend, f
 		if pending {
 			return outcome{status: store.SweepSent}, nil
 		}
-		f, o, ok := s.replaceFee(ctx, p, fs.inv, live, store.SweepSent)
-		if !ok {
-			return o, nil
-		}
-		if need := gasCost(live.GasLimit, f.cap); funded.Cmp(need) < 0 {
-			// The send keeps its status (SENT) while the extra gas is sent.
-			o, err := s.fund(ctx, p, fs.inv, fs.guard(store.SweepSent), new(big.Int).Sub(need, funded))
-			if err == nil && o.fail == "" {
-				o = retryWith(store.SweepSent, replaceReason(live))
-			}
-			return o, err
-		}
-		feeCap := new(big.Int).Div(funded, new(big.Int).SetUint64(live.GasLimit))
-		f = fee{cap: feeCap, tip: bigMin(f.tip, feeCap)}
-		return s.resend(ctx, p, live, f, s.depositSigner(fs.inv), fs.guard(store.SweepSent))
+		return replace(live)
 	}
 	return outcome{status: store.SweepSent}, nil
 }

@@ -173,32 +173,18 @@ func (s *Sweeper) advanceDeduct(ctx context.Context, p *pass, inv store.Invoice,
 		}
 		return s.deductSweep(ctx, p, inv, guard, to, s.freshFee(p), nil)
 	}
-	v, err := s.tend(ctx, p, sweep)
-	if err != nil {
-		return outcome{}, err
-	}
-	live := sweep.live()
-	switch {
-	case v.dead:
-		return failWith(ReasonNonceTooLow), nil
-	case v.nonceWait:
-		return retryWith(store.SweepSent, ReasonNonceTooLow), nil
-	case v.class == classInsufficientFunds:
-		return retryWith(store.SweepSent, ReasonInsufficientGas), nil
-	case v.class == classRejected:
-		return failWith(live.LastError), nil
-	case v.replace:
+	return s.tendSend(ctx, p, sweep, false, func(live *store.SweepTx) (outcome, error) {
 		f, o, ok := s.replaceFee(ctx, p, inv, live, store.SweepSent)
 		if !ok {
 			return o, nil
 		}
+		// The higher fee comes out of the value.
 		o, err := s.deductSweep(ctx, p, inv, guard, live.To, f, live)
 		if err == nil && o.fail == "" {
 			o = retryWith(store.SweepSent, replaceReason(live))
 		}
 		return o, err
-	}
-	return outcome{status: store.SweepSent}, nil
+	})
 }
 
 func (s *Sweeper) deductSweep(ctx context.Context, p *pass, inv store.Invoice, guard func(string) *invoiceGuard, to common.Address, f fee, replaces *store.SweepTx) (outcome, error) {

@@ -16,7 +16,7 @@ import (
 // would refuse as underpriced is never signed, and the stop-replacing alert
 // and replacement_stopped_total count them.
 
-// tokenPaths are the two token paths with the sweep wallet's first
+// tokenWalletTxs are the two token paths with the sweep wallet's first
 // transaction on each and the invoice's sweep status while it is unmined.
 var tokenWalletTxs = []struct {
 	path   TokenPath
@@ -26,6 +26,17 @@ var tokenWalletTxs = []struct {
 }{
 	{TokenPathFund, testtoken.Tether, store.SweepTxFunding, store.SweepFunding},
 	{TokenPathPermit, testtoken.Stable, store.SweepTxPermit, store.SweepSent},
+}
+
+// tokenInvoiceBehindANonceGap makes a CONFIRMED invoice of a new token of
+// kind whose sweep wallet's next transaction waits behind a nonce gap: the
+// node accepts it and never mines it.
+func (e *env) tokenInvoiceBehindANonceGap(kind testtoken.Kind) store.Invoice {
+	e.t.Helper()
+	tok := e.deployToken(kind, 6)
+	inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
+	e.blockNonce(e.sweepWallet())
+	return inv
 }
 
 // aboveByATwentieth is x + x/20: a ceiling that leaves a transaction priced
@@ -41,9 +52,7 @@ func TestTokenSweep_StuckAtTheFeeCeiling_NoUnderpricedReplacementSignedAndAlerts
 		t.Run(string(c.path), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			tok := e.deployToken(c.kind, 6)
-			inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
-			e.blockNonce(e.sweepWallet()) // the wallet's next transaction waits behind a gap: never mined
+			inv := e.tokenInvoiceBehindANonceGap(c.kind)
 			require.NoError(t, e.sweeper(Config{Confirmations: 1}).RunOnce(ctx))
 			stuck := e.oneOf(inv.ID, c.stuck)
 
@@ -104,9 +113,7 @@ func TestTokenSweep_NeverMined_ReplacedAtMostMaxAttemptsThenFailsWithAnAlert(t *
 		t.Run(string(c.path), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			tok := e.deployToken(c.kind, 6)
-			inv := e.confirmedTokenInvoices(tok, 1, usdc6)[0]
-			e.blockNonce(e.sweepWallet())
+			inv := e.tokenInvoiceBehindANonceGap(c.kind)
 			s := e.sweeper(Config{Confirmations: 1, ReplaceAfterBlocks: 1})
 
 			e.drive(40, e.all([]int64{inv.ID}, store.SweepFailed), s)
