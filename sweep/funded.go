@@ -40,7 +40,8 @@ type sendPlan struct {
 	// gas is its gas limit: what the funding pays for, × the fee cap.
 	gas uint64
 	// send signs, stores and broadcasts it at f (its fee cap is what the
-	// mined fundings pay for: funded / gas).
+	// mined fundings pay for: funded / gas). It may be nil while nothing
+	// is funded: it is called only once the fundings are mined.
 	send func(ctx context.Context, p *pass, f fee) (outcome, error)
 }
 

@@ -197,7 +197,7 @@ func wrongFunded(txs []store.SweepTx) bool {
 // depositNextNonce is the nonce the deposit address sends with next when
 // only the sweep ever sent from it: one past the highest of its mined
 // transactions (0 when none). The chain must agree before a wrong token's
-// transfer is signed with it (fundNext checks).
+// transfer is signed with it (prepareTokenTransfer checks).
 func depositNextNonce(txs []store.SweepTx, deposit common.Address) uint64 {
 	var next uint64
 	for _, tx := range txs {
