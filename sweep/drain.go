@@ -108,20 +108,17 @@ func (s *Sweeper) drain(ctx context.Context, p *pass, r Retired) error {
 		if err != nil {
 			return err
 		}
-		f := s.bumped(p, feeOf(*live))
-		if s.replacementCapped(hist) || !replaceable(feeOf(*live), f) {
-			s.stopReplacing(ctx, live, ReasonFeeCeiling)
+		f, stop := s.replacement(ctx, p, live, s.replacementCapped(hist))
+		if stop != "" {
 			if err := s.keepSending(ctx, p, live); err != nil {
 				return err
 			}
 			continue
 		}
-		rec, err := s.signAndStore(ctx, p, spec{kind: store.SweepTxTopUp, from: from, to: live.To,
-			value: live.ValueWei.Big(), fee: f, nonce: live.Nonce, sign: sign, replaces: live})
+		rec, err := s.resign(ctx, p, live, f, sign, nil)
 		if err != nil {
 			return err
 		}
-		s.m.replaced.WithLabelValues(rec.Kind).Inc()
 		if _, err := s.broadcast(ctx, p, &rec); err != nil {
 			return err
 		}

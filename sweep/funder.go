@@ -278,29 +278,17 @@ func (s *Sweeper) topUp(ctx context.Context, p *pass) error {
 			if err != nil {
 				return err
 			}
-			if s.replacementCapped(hist) {
-				s.stopReplacing(ctx, live, ReasonReplacementCap)
+			f, stop := s.replacement(ctx, p, live, s.replacementCapped(hist))
+			if stop != "" {
 				if err := s.keepSending(ctx, p, live); err != nil {
 					return err
 				}
 				break
 			}
-			f := s.bumped(p, feeOf(*live))
-			if !replaceable(feeOf(*live), f) {
-				s.stopReplacing(ctx, live, ReasonFeeCeiling)
-				if err := s.keepSending(ctx, p, live); err != nil {
-					return err
-				}
-				break
-			}
-			rec, err := s.signAndStore(ctx, p, spec{
-				kind: store.SweepTxTopUp, from: funder, to: live.To, value: live.ValueWei.Big(), fee: f,
-				nonce: live.Nonce, sign: s.funderSigner, replaces: live,
-			})
+			rec, err := s.resign(ctx, p, live, f, s.funderSigner, nil)
 			if err != nil {
 				return err
 			}
-			s.m.replaced.WithLabelValues(rec.Kind).Inc()
 			if _, err := s.broadcast(ctx, p, &rec); err != nil {
 				return err
 			}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/ethereum/go-ethereum/common"
-
-	"github.com/evmpay/evmpay/store"
 )
 
 // errChainGuard wraps the chain guard's refusal: nothing was sent.
@@ -33,29 +30,6 @@ func (s *Sweeper) checkChain(ctx context.Context) error {
 	}
 	s.m.chainGuard.Set(0)
 	return nil
-}
-
-// replacementCapped reports whether a nonce's transactions (an original
-// and its replacements, every status) used the replacement cap.
-func (s *Sweeper) replacementCapped(txs []store.SweepTx) bool {
-	return len(txs)-1 >= s.cfg.MaxAttempts
-}
-
-// stopReplacing raises the operator alert for a stuck transaction the
-// sweeper no longer re-prices (reason: ReasonReplacementCap or
-// ReasonFeeCeiling): an error log and a metric, once per transaction and
-// reason in this process. WalletStatus derives the same alert from the
-// store, so every replica shows it.
-func (s *Sweeper) stopReplacing(ctx context.Context, t *store.SweepTx, reason string) {
-	key := t.TxHash.Hex() + "/" + reason
-	if _, seen := s.alerted.LoadOrStore(key, true); seen {
-		return
-	}
-	s.m.stopped.WithLabelValues(t.Kind, reason).Inc()
-	s.log.ErrorContext(ctx, "sweep: stuck transaction no longer re-priced; an operator must look (nonce gap? node dropping it?)",
-		slog.String("reason", reason), slog.String("kind", t.Kind), slog.String("tx_hash", t.TxHash.Hex()),
-		slog.String("from", t.From.Hex()), slog.Uint64("nonce", t.Nonce), slog.String("max_fee_wei", t.MaxFeeWei.String()),
-		slog.Int("max_attempts", s.cfg.MaxAttempts), slog.String("max_fee_per_gas", s.cfg.MaxFeePerGas.String()))
 }
 
 // stuckAlerts lists the unmined transactions from addr that the sweeper

@@ -430,29 +430,14 @@ func (s *Sweeper) estimateTransfer(ctx context.Context, p *pass, inv store.Invoi
 // sendWalletTx signs, stores and broadcasts a sweep wallet call of the
 // token (a permit or transferFrom) with a fresh fee and a reserved nonce.
 func (s *Sweeper) sendWalletTx(ctx context.Context, p *pass, inv store.Invoice, t *tokenSweep, kind string, data []byte, gas uint64) (outcome, error) {
-	f := s.freshFee(p)
-	wallet := s.keys.Wallet.Address()
-	ok, err := s.reserveWallet(ctx, p, gasCost(gas, f.cap))
-	if err != nil {
-		return outcome{}, err
-	}
-	if !ok {
-		return failWith(ReasonInsufficientGas), nil
-	}
-	pendingNonce, err := s.pendingNonce(ctx, p, wallet)
-	if err != nil {
-		return outcome{}, err
-	}
-	rec, err := s.signAndStore(ctx, p, spec{
-		kind: kind, invoiceID: &inv.ID, from: wallet, to: t.token, value: new(big.Int), data: data, gas: gas,
-		fee: f, nonce: pendingNonce, reserve: true, sign: s.walletSigner,
+	rec, o, err := s.walletSend(ctx, p, spec{
+		kind: kind, invoiceID: &inv.ID, to: t.token, value: new(big.Int), data: data, gas: gas,
 		invoice: t.guard(inv, store.SweepSent),
 	})
-	if err != nil {
-		return outcome{}, err
+	if rec != nil {
+		t.seen = fingerprint{count: t.seen.count + 1, maxID: max(t.seen.maxID, rec.ID)}
 	}
-	t.seen = fingerprint{count: t.seen.count + 1, maxID: max(t.seen.maxID, rec.ID)}
-	return s.afterFirstBroadcast(ctx, p, &rec, store.SweepSent)
+	return o, err
 }
 
 // tendWalletTx keeps one of the sweep wallet's unmined token calls moving:
@@ -481,12 +466,9 @@ func (s *Sweeper) tendWalletTx(ctx context.Context, p *pass, inv store.Invoice, 
 	case v.class == classRejected:
 		return failWith(live.LastError), true, nil
 	case v.replace:
-		if s.exhausted(inv) {
-			return failWith(replaceReason(live)), true, nil
-		}
-		f := s.bumped(p, feeOf(*live))
-		if f.cap.Cmp(live.MaxFeeWei.Big()) <= 0 {
-			return retryWith(status, ReasonNotMined), true, nil
+		f, o, ok := s.replaceFee(ctx, p, inv, live, status)
+		if !ok {
+			return o, true, nil
 		}
 		extra := gasCost(live.GasLimit, new(big.Int).Sub(f.cap, live.MaxFeeWei.Big()))
 		if ok, err := s.reserveWallet(ctx, p, extra); err != nil || !ok {
@@ -495,24 +477,9 @@ func (s *Sweeper) tendWalletTx(ctx context.Context, p *pass, inv store.Invoice, 
 			}
 			return failWith(ReasonInsufficientGas), true, nil
 		}
-		c, err := decodeTokenCall(live.RawTx)
-		if err != nil {
-			return outcome{}, true, err
-		}
-		rec, err := s.signAndStore(ctx, p, spec{
-			kind: live.Kind, invoiceID: &inv.ID, from: live.From, to: live.To, value: live.ValueWei.Big(),
-			data: c.data, gas: live.GasLimit, fee: f, nonce: live.Nonce, sign: s.walletSigner, replaces: live,
-			invoice: t.guard(inv, status),
-		})
-		if err != nil {
-			return outcome{}, true, err
-		}
-		t.seen = fingerprint{count: t.seen.count + 1, maxID: max(t.seen.maxID, rec.ID)}
-		s.m.replaced.WithLabelValues(rec.Kind).Inc()
-		if _, err := s.broadcast(ctx, p, &rec); err != nil {
-			return outcome{}, true, err
-		}
-		return retryWith(status, replaceReason(live)), true, nil
+		// The pass ends here for the invoice: t.seen is not used again.
+		o, err := s.resend(ctx, p, live, f, s.walletSigner, t.guard(inv, status))
+		return o, true, err
 	}
 	return outcome{}, false, nil
 }

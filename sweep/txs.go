@@ -305,7 +305,7 @@ type spec struct {
 	// the node's pending nonce.
 	nonce   uint64
 	reserve bool
-	sign    func(ctx context.Context, tx *types.Transaction) (*types.Transaction, error)
+	sign    signFunc
 	// replaces is marked REPLACED in the storing transaction.
 	replaces *store.SweepTx
 	// invoice, when set, is locked and checked: its transactions must still

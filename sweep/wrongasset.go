@@ -80,13 +80,18 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 			// already set by settlement); the token sweep stands.
 			return outcome{}, true, nil
 		case v.replace:
-			if s.exhausted(inv) {
-				return outcome{}, true, nil
-			}
 			cur := live.live()
-			f := s.bumped(p, feeOf(*cur))
+			f, stop := s.replacement(ctx, p, cur, s.exhausted(inv))
+			switch stop {
+			case ReasonReplacementCap:
+				return outcome{}, true, nil // given up (alerted): the coin stays, flagged by settlement
+			case ReasonFeeCeiling:
+				return retryWith(store.SweepSent, ReasonFeeCeiling), false, nil
+			}
+			// The payer's coin pays its own gas: the higher fee comes out
+			// of the value.
 			value := new(big.Int).Sub(new(big.Int).Add(cur.ValueWei.Big(), gasCost(transferGas, cur.MaxFeeWei.Big())), gasCost(transferGas, f.cap))
-			if value.Sign() <= 0 || f.cap.Cmp(cur.MaxFeeWei.Big()) <= 0 {
+			if value.Sign() <= 0 {
 				return retryWith(store.SweepSent, ReasonNotMined), false, nil
 			}
 			rec, err := s.signAndStore(ctx, p, spec{
@@ -97,6 +102,7 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 			if err != nil {
 				return outcome{}, false, err
 			}
+			s.m.replaced.WithLabelValues(rec.Kind).Inc()
 			if _, err := s.broadcast(ctx, p, &rec); err != nil {
 				return outcome{}, false, err
 			}
@@ -191,7 +197,7 @@ func wrongFunded(txs []store.SweepTx) bool {
 // depositNextNonce is the nonce the deposit address sends with next when
 // only the sweep ever sent from it: one past the highest of its mined
 // transactions (0 when none). The chain must agree before a wrong token's
-// transfer is signed with it (fundNext checks).
+// transfer is signed with it (prepareTokenTransfer checks).
 func depositNextNonce(txs []store.SweepTx, deposit common.Address) uint64 {
 	var next uint64
 	for _, tx := range txs {
