@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/testtoken"
 )
 
 // Token sweeps at the replacement cap (MaxAttempts) and at the fee ceiling
