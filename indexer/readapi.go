@@ -79,9 +79,9 @@ type ReadAPIConfig struct {
 // invalid_hash, invalid_address, invalid_limit, invalid_cursor,
 // invalid_query; 404
 // block_not_found, transaction_not_found, not_found; 405
-// method_not_allowed; 500 database_unavailable, index_stale,
-// internal_error. Any database failure answers 500: never a partial or
-// stale body with a success status.
+// method_not_allowed; 503 unavailable, index_stale; 500 internal — the
+// codes and statuses every evmpay API shares (store/problem). A database
+// failure never answers a partial or stale body with a success status.
 type ReadAPI struct {
 	st  ReadStore
 	cfg ReadAPIConfig
@@ -225,7 +225,7 @@ func (a *ReadAPI) block(w http.ResponseWriter, r *http.Request) {
 }
 
 func badBlockID(w http.ResponseWriter) {
-	problem.Respond(w, http.StatusBadRequest, "invalid_block_id", "a block id is a decimal number or a 0x-prefixed 32-byte hash")
+	problem.Reply(w, problem.CodeInvalidBlockID, "a block id is a decimal number or a 0x-prefixed 32-byte hash")
 }
 
 // serveBlock answers a block with its transactions. The two reads are not
@@ -240,7 +240,7 @@ func (a *ReadAPI) serveBlock(w http.ResponseWriter, r *http.Request, get func(co
 	for attempt := 0; ; attempt++ {
 		b, err := get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			problem.Respond(w, http.StatusNotFound, "block_not_found", "no such block is indexed")
+			problem.Reply(w, problem.CodeBlockNotFound, "no such block is indexed")
 			return
 		}
 		if err != nil {
@@ -280,7 +280,7 @@ func consistent(b store.Block, txs []store.Transaction) bool {
 func readTxHash(w http.ResponseWriter, r *http.Request) (common.Hash, bool) {
 	h, ok := parseHash(r.PathValue("hash"))
 	if !ok {
-		problem.Respond(w, http.StatusBadRequest, "invalid_hash", "a transaction hash is 0x followed by 64 hex digits")
+		problem.Reply(w, problem.CodeInvalidHash, "a transaction hash is 0x followed by 64 hex digits")
 	}
 	return h, ok
 }
@@ -297,7 +297,7 @@ func (a *ReadAPI) transaction(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := a.st.GetTx(ctx, h)
 	if errors.Is(err, store.ErrNotFound) {
-		problem.Respond(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
+		problem.Reply(w, problem.CodeTxNotFound, "no such transaction is indexed")
 		return
 	}
 	if err != nil {
@@ -322,7 +322,7 @@ type addressPage struct {
 func (a *ReadAPI) readAddressPage(w http.ResponseWriter, r *http.Request) (addressPage, bool) {
 	addr, err := store.ParseAddress(r.PathValue("address"))
 	if err != nil {
-		problem.Write(w, problem.Field("invalid_address", "address",
+		problem.Write(w, problem.OfField(problem.CodeInvalidAddress, "address",
 			"an address is 0x followed by 40 hex digits, in one case or with a valid EIP-55 checksum"))
 		return addressPage{}, false
 	}
@@ -335,7 +335,7 @@ func (a *ReadAPI) readAddressPage(w http.ResponseWriter, r *http.Request) (addre
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > a.cfg.MaxPageSize {
-			problem.Respond(w, http.StatusBadRequest, "invalid_limit",
+			problem.Reply(w, problem.CodeInvalidLimit,
 				fmt.Sprintf("limit is a whole number from 1 to %d", a.cfg.MaxPageSize))
 			return addressPage{}, false
 		}
@@ -344,7 +344,7 @@ func (a *ReadAPI) readAddressPage(w http.ResponseWriter, r *http.Request) (addre
 	if s := q.Get("cursor"); s != "" {
 		var ok bool
 		if p.beforeBlock, p.beforeIndex, ok = decodePageCursor(s); !ok {
-			problem.Respond(w, http.StatusBadRequest, "invalid_cursor", "cursor must be a next_cursor value from a previous page")
+			problem.Reply(w, problem.CodeInvalidCursor, "cursor must be a next_cursor value from a previous page")
 			return addressPage{}, false
 		}
 	}
@@ -414,18 +414,17 @@ func (a *ReadAPI) checkFresh(ctx context.Context) error {
 	return nil
 }
 
-// fail answers a failure to read: always 500, whatever the cause.
+// fail answers a failure to read, never a partial body: 503 index_stale
+// or unavailable (the database did not answer), 500 internal otherwise —
+// the codes every evmpay API shares (problem.FromError).
 func (a *ReadAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code, detail := "internal_error", "the request could not be served"
-	switch {
-	case errors.Is(err, errStale):
-		code, detail = "index_stale", "the index has not been updated recently; the database may be unable to write"
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		code, detail = "database_unavailable", "the database is unavailable"
+	p, _ := problem.FromError(err)
+	if errors.Is(err, errStale) {
+		p = problem.Of(problem.CodeIndexStale, "the index has not been updated recently; the database may be unable to write")
 	}
 	a.cfg.Logger.ErrorContext(r.Context(), "indexer: read API failed", slog.String("path", r.URL.Path),
-		slog.String("code", code), slog.Any("error", err))
-	problem.Respond(w, http.StatusInternalServerError, code, detail)
+		slog.String("code", p.Code), slog.Any("error", err))
+	problem.Write(w, p)
 }
 
 func writeJSON(w http.ResponseWriter, v any) { httpapi.WriteJSON(w, http.StatusOK, v) }

@@ -313,7 +313,7 @@ func readPaths(ic *indexedChain) []string {
 	}
 }
 
-func TestReadAPI_DatabaseStopped_EveryRead500(t *testing.T) {
+func TestReadAPI_DatabaseStopped_EveryRead503(t *testing.T) {
 	t.Parallel()
 	ic := newIndexedChain(t)
 	// A second store reaches the same database through a TCP relay: cutting
@@ -336,8 +336,8 @@ func TestReadAPI_DatabaseStopped_EveryRead500(t *testing.T) {
 	for _, path := range readPaths(ic) {
 		for range 3 { // the pool's dropped connections, then refused dials
 			status, p := get(t, srv.URL, path, nil)
-			require.Equal(t, http.StatusInternalServerError, status, path)
-			require.Equal(t, "database_unavailable", p.Code, path)
+			require.Equal(t, http.StatusServiceUnavailable, status, path)
+			require.Equal(t, "unavailable", p.Code, path)
 			require.NotContains(t, p.Detail, "dial", "no internals in the body")
 		}
 	}
@@ -353,7 +353,7 @@ func TestReadAPI_DatabaseStopped_EveryRead500(t *testing.T) {
 	}, waitFor, 10*time.Millisecond, "reads recover when the database is back")
 }
 
-func TestReadAPI_DatabaseRefusesConnections_500(t *testing.T) {
+func TestReadAPI_DatabaseRefusesConnections_503(t *testing.T) {
 	t.Parallel()
 	// A database of its own that stops accepting connections, its sessions
 	// terminated: what a read sees when its database is shut down.
@@ -381,12 +381,14 @@ func TestReadAPI_DatabaseRefusesConnections_500(t *testing.T) {
 	for _, path := range []string{"/v1/blocks/latest", "/v1/blocks/1", "/v1/transactions/" + common.Hash{1}.Hex(),
 		"/v1/addresses/0x000000000000000000000000000000000000dEaD/transactions"} {
 		status, p := get(t, srv.URL, path, nil)
-		require.Equal(t, http.StatusInternalServerError, status, path)
-		require.Contains(t, []string{"database_unavailable", "internal_error"}, p.Code)
+		// The codes every evmpay API answers: unavailable (retry), or
+		// internal for a failure the store could not classify.
+		require.Contains(t, []string{"unavailable", "internal"}, p.Code, path)
+		require.Equal(t, map[string]int{"unavailable": http.StatusServiceUnavailable, "internal": http.StatusInternalServerError}[p.Code], status, path)
 	}
 }
 
-func TestReadAPI_StaleIndex_500(t *testing.T) {
+func TestReadAPI_StaleIndex_503(t *testing.T) {
 	t.Parallel()
 	st := pgtest.New(t)
 	ctx := context.Background()
@@ -407,7 +409,7 @@ func TestReadAPI_StaleIndex_500(t *testing.T) {
 	for _, path := range []string{"/v1/blocks/latest", "/v1/blocks/1", "/v1/transactions/" + common.Hash{1}.Hex(),
 		"/v1/addresses/0x000000000000000000000000000000000000dEaD/transactions"} {
 		status, p := get(t, srv.URL, path, nil)
-		require.Equal(t, http.StatusInternalServerError, status, path)
+		require.Equal(t, http.StatusServiceUnavailable, status, path)
 		require.Equal(t, "index_stale", p.Code, path)
 	}
 }

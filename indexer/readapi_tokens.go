@@ -57,7 +57,7 @@ func (a *ReadAPI) transactionTokenTransfers(w http.ResponseWriter, r *http.Reque
 	}
 	if len(ts) == 0 {
 		if _, err := a.st.GetTx(ctx, h); errors.Is(err, store.ErrNotFound) {
-			problem.Respond(w, http.StatusNotFound, "transaction_not_found", "no such transaction is indexed")
+			problem.Reply(w, problem.CodeTxNotFound, "no such transaction is indexed")
 			return
 		} else if err != nil {
 			a.fail(w, r, err)

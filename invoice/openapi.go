@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+
+	"github.com/evmpay/evmpay/store/httpapi"
 )
 
 // openAPISource is the OpenAPI 3.1 description of every route in routes;
@@ -14,14 +16,14 @@ var openAPISource []byte
 
 // OpenAPI returns the OpenAPI 3.1 document of the invoice API (the one
 // served at /v1/openapi.json), without a servers list.
-func OpenAPI() []byte { return append([]byte(nil), openAPISource...) }
+func OpenAPI() []byte { return httpapi.WithProblem(openAPISource) }
 
 // openAPIDocument returns the document served at /v1/openapi.json: src
 // (the embedded one when nil), with a servers entry when the base URL is
 // known.
 func openAPIDocument(src []byte, baseURL string) ([]byte, error) {
 	if src == nil {
-		src = openAPISource
+		src = OpenAPI()
 	}
 	if baseURL == "" {
 		return src, nil

@@ -168,11 +168,11 @@ func (a *Admin) Register(mux httpapi.Router) {
 func (a *Admin) operator(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.OperatorToken == "" {
-			problem.Respond(w, http.StatusServiceUnavailable, "admin_disabled", "no operator token is configured")
+			problem.Reply(w, problem.CodeAdminDisabled, "no operator token is configured")
 			return
 		}
 		if !httpapi.OperatorAuthorized(r, a.cfg.OperatorToken) {
-			problem.Respond(w, http.StatusUnauthorized, "unauthorized", "a valid operator token is required")
+			problem.Reply(w, problem.CodeUnauthorized, "a valid operator token is required")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -188,22 +188,22 @@ func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
 	if err != nil {
-		problem.Respond(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		problem.Reply(w, problem.CodeInvalidRequest, "could not read the body")
 		return
 	}
 	if len(body) > 64<<10 {
-		problem.Respond(w, http.StatusBadRequest, "invalid_request", "the body is larger than 64 KiB")
+		problem.Reply(w, problem.CodeInvalidRequest, "the body is larger than 64 KiB")
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(body)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			problem.Respond(w, http.StatusBadRequest, "invalid_request", `the body must be {"invoice_ids":[…]} or empty`)
+			problem.Reply(w, problem.CodeInvalidRequest, `the body must be {"invoice_ids":[…]} or empty`)
 			return
 		}
 		if dec.More() {
-			problem.Respond(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object")
+			problem.Reply(w, problem.CodeInvalidRequest, "the body must be one JSON object")
 			return
 		}
 	}
@@ -212,15 +212,15 @@ func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 		ids = *req.InvoiceIDs
 		switch {
 		case len(ids) == 0:
-			problem.Respond(w, http.StatusBadRequest, "invalid_request", "invoice_ids is empty; omit it to retry every failed sweep")
+			problem.Reply(w, problem.CodeInvalidRequest, "invoice_ids is empty; omit it to retry every failed sweep")
 			return
 		case len(ids) > maxRetryIDs:
-			problem.Respond(w, http.StatusBadRequest, "invalid_request", "at most 1000 invoice_ids per request")
+			problem.Reply(w, problem.CodeInvalidRequest, "at most 1000 invoice_ids per request")
 			return
 		}
 		for _, id := range ids {
 			if id <= 0 {
-				problem.Respond(w, http.StatusBadRequest, "invalid_request", "invoice ids are positive integers")
+				problem.Reply(w, problem.CodeInvalidRequest, "invoice ids are positive integers")
 				return
 			}
 		}
@@ -228,7 +228,7 @@ func (a *Admin) serveRetry(w http.ResponseWriter, r *http.Request) {
 	res, err := a.Retry(r.Context(), ids)
 	if err != nil {
 		a.log.ErrorContext(r.Context(), "sweep: retry", slog.String("error", err.Error()))
-		problem.Respond(w, http.StatusInternalServerError, "internal", "the retry could not be completed; some sweeps may have been re-queued")
+		problem.Reply(w, problem.CodeInternal, "the retry could not be completed; some sweeps may have been re-queued")
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, res)

@@ -1,6 +1,10 @@
 package sweep
 
-import _ "embed"
+import (
+	_ "embed"
+
+	"github.com/evmpay/evmpay/store/httpapi"
+)
 
 //go:embed openapi.json
 var adminOpenAPISource []byte
@@ -9,4 +13,4 @@ var adminOpenAPISource []byte
 // (the route Admin.Register adds), for a host that serves one merged
 // document (httpapi.MergeOpenAPI). A host's route test keeps the two in
 // step.
-func AdminOpenAPI() []byte { return append([]byte(nil), adminOpenAPISource...) }
+func AdminOpenAPI() []byte { return httpapi.WithProblem(adminOpenAPISource) }

@@ -108,7 +108,7 @@ func (h *Handler) authed(fn handlerFunc) http.Handler {
 				problem.Write(w, h.storeError(r.Context(), err))
 				return
 			}
-			problem.Write(w, problem.New(http.StatusUnauthorized, codeUnauthorized, "a valid api_key bearer token is required"))
+			problem.Write(w, problem.Of(problem.CodeUnauthorized, "a valid api_key bearer token is required"))
 			return
 		}
 		if e := fn(w, r, m); e != nil {
@@ -121,15 +121,15 @@ func (h *Handler) authed(fn handlerFunc) http.Handler {
 func (h *Handler) storeError(ctx context.Context, err error) *problem.Problem {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return problem.New(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+		return problem.Of(problem.CodeNotFound, "no such webhook delivery")
 	case errors.Is(err, store.ErrConflict):
-		return problem.New(http.StatusConflict, codeDeliveryPending, "the delivery is still pending: it is already being delivered")
+		return problem.Of(problem.CodeDeliveryPending, "the delivery is still pending: it is already being delivered")
 	case errors.Is(err, store.ErrUnavailable):
 		h.cfg.Logger.ErrorContext(ctx, "webhook api: database unavailable", slog.Any("error", err))
-		return problem.New(http.StatusServiceUnavailable, codeUnavailable, "the service is temporarily unavailable")
+		return problem.Of(problem.CodeUnavailable, "the service is temporarily unavailable")
 	default:
 		h.cfg.Logger.ErrorContext(ctx, "webhook api: database error", slog.Any("error", err))
-		return problem.New(http.StatusInternalServerError, codeInternal, "internal error")
+		return problem.Of(problem.CodeInternal, "internal error")
 	}
 }
 
@@ -196,36 +196,36 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant)
 	}
 	for name, vals := range q {
 		if len(vals) != 1 {
-			return problem.Field(codeInvalidParameter, name, "give the parameter once")
+			return problem.OfField(problem.CodeInvalidParameter, name, "give the parameter once")
 		}
 		v := vals[0]
 		switch name {
 		case "status":
 			s := strings.ToUpper(v)
 			if s != store.DeliveryPending && s != store.DeliveryDelivered && s != store.DeliveryFailed {
-				return problem.Field(codeInvalidParameter, name, "status is one of pending, delivered, failed")
+				return problem.OfField(problem.CodeInvalidParameter, name, "status is one of pending, delivered, failed")
 			}
 			f.Status = s
 		case "since":
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return problem.Field(codeInvalidParameter, name, "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+				return problem.OfField(problem.CodeInvalidParameter, name, "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
 			}
 			f.Since = t
 		case "limit":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > maxPageSize {
-				return problem.Field(codeInvalidParameter, name, "limit is an integer from 1 to 100")
+				return problem.OfField(problem.CodeInvalidParameter, name, "limit is an integer from 1 to 100")
 			}
 			f.Limit = n
 		case "cursor":
 			id, ok := decodeCursor(v)
 			if !ok {
-				return problem.Field(codeInvalidCursor, name, "cursor is not a next_cursor this API returned")
+				return problem.OfField(problem.CodeInvalidCursor, name, "cursor is not a next_cursor this API returned")
 			}
 			f.BeforeID = id
 		default:
-			return problem.Field(codeUnknownParameter, name, "unknown parameter")
+			return problem.OfField(problem.CodeUnknownParameter, name, "unknown parameter")
 		}
 	}
 	page := f.Limit
@@ -253,7 +253,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant)
 func pathID(r *http.Request) (int64, *problem.Problem) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, problem.New(http.StatusNotFound, codeNotFound, "no such webhook delivery")
+		return 0, problem.Of(problem.CodeNotFound, "no such webhook delivery")
 	}
 	return id, nil
 }
@@ -292,15 +292,15 @@ func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merc
 		return nil
 	}
 	if r.ContentLength > maxReplayBody {
-		return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+		return problem.Of(problem.CodeBodyTooLarge, "the request body is larger than 4096 bytes")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReplayBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is larger than 4096 bytes")
+			return problem.Of(problem.CodeBodyTooLarge, "the request body is larger than 4096 bytes")
 		}
-		return problem.New(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return problem.Of(problem.CodeInvalidJSON, "the request body could not be read")
 	}
 	var req struct {
 		Since *string `json:"since"`
@@ -308,14 +308,14 @@ func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merc
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || dec.More() {
-		return problem.New(http.StatusBadRequest, codeInvalidJSON, `the body is one JSON object: {"since": "<RFC 3339 time>"}`)
+		return problem.Of(problem.CodeInvalidJSON, `the body is one JSON object: {"since": "<RFC 3339 time>"}`)
 	}
 	if req.Since == nil {
-		return problem.Field(codeMissingField, "since", "since is required")
+		return problem.OfField(problem.CodeMissingField, "since", "since is required")
 	}
 	since, err := time.Parse(time.RFC3339, *req.Since)
 	if err != nil {
-		return problem.Field(codeInvalidField, "since", "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
+		return problem.OfField(problem.CodeInvalidField, "since", "since is an RFC 3339 time, such as 2026-01-02T15:04:05Z")
 	}
 	n, err := h.st.ReplayFailedDeliveries(r.Context(), m.ID, since, h.cfg.Now())
 	if err != nil {

@@ -23,6 +23,6 @@ var paydOpenAPI []byte
 // to the routes payd registers: a new route needs its operation in the
 // openapi.json of the package that serves it.
 func openAPIDocument() ([]byte, error) {
-	return httpapi.MergeOpenAPI(paydOpenAPI,
+	return httpapi.MergeOpenAPI(httpapi.WithProblem(paydOpenAPI),
 		invoice.OpenAPI(), webhook.OpenAPI(), indexer.ReadAPIOpenAPI(), sweep.AdminOpenAPI())
 }

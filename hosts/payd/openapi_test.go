@@ -16,6 +16,7 @@ import (
 
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -100,7 +101,7 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 	e := newEdgeEnv(t)
 	served := e.do(t, "GET", "/v1/openapi.json", "").body
 	for name, doc := range map[string][]byte{
-		"served": served, "payd": paydOpenAPI, "invoice": invoice.OpenAPI(), "webhook": webhook.OpenAPI(),
+		"served": served, "payd": httpapi.WithProblem(paydOpenAPI), "invoice": invoice.OpenAPI(), "webhook": webhook.OpenAPI(),
 		"indexer": indexer.ReadAPIOpenAPI(), "sweep": sweep.AdminOpenAPI(),
 	} {
 		d, err := libopenapi.NewDocument(doc)

@@ -186,7 +186,7 @@ func chainProblem(err error) string {
 
 func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if !httpapi.OperatorAuthorized(r, a.adminToken) {
-		problem.Respond(w, http.StatusUnauthorized, "unauthorized", "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
+		problem.Reply(w, problem.CodeUnauthorized, "send the operator token as Authorization: Bearer <PAY_ADMIN_TOKEN>")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

@@ -23,12 +23,12 @@ import (
 	"github.com/evmpay/evmpay/store/problem"
 )
 
-// Stable problem codes of the edge rules.
+// The problem codes of the edge rules (store/problem's table).
 const (
-	CodeUnsupportedMediaType = "unsupported_media_type"
-	CodeInvalidQuery         = "invalid_query"
-	CodeNotFound             = "not_found"
-	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeUnsupportedMediaType = problem.CodeUnsupportedMedia
+	CodeInvalidQuery         = problem.CodeInvalidQuery
+	CodeNotFound             = problem.CodeNotFound
+	CodeMethodNotAllowed     = problem.CodeMethodNotAllowed
 )
 
 // BearerToken returns the token of the request's "Authorization: Bearer
@@ -119,10 +119,10 @@ func RequireJSON(r *http.Request) *problem.Problem {
 	case ct == "" && r.ContentLength == 0:
 		return nil
 	case ct == "":
-		return problem.New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+		return problem.Of(CodeUnsupportedMediaType,
 			"the request body must be sent as Content-Type: application/json")
 	case !IsJSON(ct):
-		return problem.New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+		return problem.Of(CodeUnsupportedMediaType,
 			"the request body must be application/json, not "+strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0])))
 	}
 	return nil
@@ -154,7 +154,7 @@ func Query(r *http.Request) (url.Values, *problem.Problem) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		detail := "the query string cannot be parsed: separate parameters with '&' (not ';') and %-encode reserved characters"
-		return nil, problem.New(http.StatusBadRequest, CodeInvalidQuery, detail)
+		return nil, problem.Of(CodeInvalidQuery, detail)
 	}
 	return q, nil
 }
@@ -187,10 +187,10 @@ func (m *muxErrors) WriteHeader(status int) {
 		m.replied = true
 		h := m.ResponseWriter.Header()
 		if status == http.StatusNotFound {
-			problem.Write(m.ResponseWriter, problem.New(status, CodeNotFound, "no such resource: "+m.r.URL.Path))
+			problem.Write(m.ResponseWriter, problem.Of(CodeNotFound, "no such resource: "+m.r.URL.Path))
 			return
 		}
-		problem.Write(m.ResponseWriter, problem.New(status, CodeMethodNotAllowed,
+		problem.Write(m.ResponseWriter, problem.Of(CodeMethodNotAllowed,
 			m.r.Method+" is not allowed here; allowed: "+h.Get("Allow")))
 	default:
 		m.ResponseWriter.WriteHeader(status)

@@ -16,7 +16,7 @@ import (
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		problem.Respond(w, http.StatusInternalServerError, "internal", "the response could not be encoded")
+		problem.Reply(w, problem.CodeInternal, "the response could not be encoded")
 		return
 	}
 	WriteJSONBody(w, status, body)

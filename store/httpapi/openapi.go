@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // MergeOpenAPI joins OpenAPI 3.1 documents into one: base gives openapi,
@@ -108,3 +110,56 @@ func sameJSON(a, b json.RawMessage) bool {
 	}
 	return bytes.Equal(x.Bytes(), y.Bytes())
 }
+
+// WithProblem returns an OpenAPI document with its components.schemas.Problem
+// set to the one problem schema every evmpay API answers with: RFC 9457
+// members and the code enum of store/problem's table (problem.Codes). A
+// package's document refers to "#/components/schemas/Problem" and gets the
+// definition from here, so that every part (and the merged document) shares
+// one error table. It panics on a document that is not JSON: the documents
+// are embedded, and a test loads each.
+func WithProblem(doc []byte) []byte {
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &d); err != nil {
+		panic("httpapi: openapi document: " + err.Error())
+	}
+	var comps map[string]map[string]json.RawMessage
+	if raw, ok := d["components"]; ok {
+		if err := json.Unmarshal(raw, &comps); err != nil {
+			panic("httpapi: openapi components: " + err.Error())
+		}
+	}
+	if comps == nil {
+		comps = map[string]map[string]json.RawMessage{}
+	}
+	if comps["schemas"] == nil {
+		comps["schemas"] = map[string]json.RawMessage{}
+	}
+	comps["schemas"]["Problem"] = problemSchema
+	b, _ := json.Marshal(comps)
+	d["components"] = b
+	out, _ := json.MarshalIndent(d, "", "  ")
+	return out
+}
+
+// problemSchema is the Problem schema, built once from the table.
+var problemSchema = func() json.RawMessage {
+	schema := map[string]any{
+		"type":        "object",
+		"description": "RFC 9457 problem details, application/problem+json. `code` is stable: branch on it (one table for every evmpay API: store/problem). New codes may be added within /v1.",
+		"required":    []string{"type", "title", "status", "code"},
+		"properties": map[string]any{
+			"type":   map[string]any{"type": "string", "description": "urn:evmpay:problem:<code>"},
+			"title":  map[string]any{"type": "string"},
+			"status": map[string]any{"type": "integer"},
+			"detail": map[string]any{"type": "string", "description": "For people; never SQL, stack traces or secrets."},
+			"code":   map[string]any{"type": "string", "enum": problem.Codes()},
+			"field":  map[string]any{"type": "string", "description": "The request member or parameter at fault, when there is one."},
+		},
+	}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
