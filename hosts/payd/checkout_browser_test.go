@@ -1,14 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
-	"image"
-	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,14 +226,20 @@ func (tb *tab) view() view {
 	return v
 }
 
-// until polls the page until cond holds and returns the view that held.
+// until polls the page until cond holds and returns the view that held. A
+// page being loaded (after a link) cannot be read; that is retried too.
 func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) view {
 	tb.t.Helper()
 	var last view
+	var err error
 	waitUntil(tb.t, within, 100*time.Millisecond, func() bool {
-		last = tb.view()
+		var v view
+		if err = chromedp.Run(tb.ctx, chromedp.Evaluate(readView, &v)); err != nil {
+			return false
+		}
+		last = v
 		return cond(last)
-	}, func() string { return fmt.Sprintf("the page never showed %s; last: %+v", what, last) })
+	}, func() string { return fmt.Sprintf("the page never showed %s; last: %+v (read error: %v)", what, last, err) })
 	return last
 }
 
@@ -245,17 +251,47 @@ func (tb *tab) eval(expr string, out any) {
 	})))
 }
 
-// servedQR is the QR code the page shows, decoded from the bytes it was
-// served (the SVG behind the image's blob: URL), never from a screenshot:
-// what it says does not depend on when the browser paints.
+// servedQR is the QR code the page shows, decoded from the image it was
+// served, never from a screenshot: the image element's own picture (the
+// API's SVG behind its blob: URL) is drawn on a canvas at its natural size,
+// 8 pixels per module, which the decoder always reads, however the page
+// is painted or scaled on screen.
 func (tb *tab) servedQR() (string, error) {
-	var svg string
-	tb.eval(`(async () => { const q = document.getElementById("qr");
-		return q.getAttribute("src") ? await (await fetch(q.src)).text() : ""; })()`, &svg)
-	if svg == "" {
+	var dataURL string
+	tb.eval(`(async () => {
+		const q = document.getElementById("qr");
+		if (!q.getAttribute("src")) return "";
+		await q.decode();
+		const n = q.naturalWidth, c = document.createElement("canvas");
+		c.width = c.height = n;
+		const g = c.getContext("2d");
+		g.imageSmoothingEnabled = false;
+		g.fillStyle = "#fff";
+		g.fillRect(0, 0, n, n);
+		g.drawImage(q, 0, 0, n, n);
+		return c.toDataURL("image/png");
+	})()`, &dataURL)
+	b64, ok := strings.CutPrefix(dataURL, "data:image/png;base64,")
+	if !ok {
 		return "", fmt.Errorf("no QR image yet")
 	}
-	return decodeQRSVG(svg)
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", err
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		return "", err
+	}
+	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
+	if err != nil {
+		return "", err
+	}
+	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w (image %dx%d)", err, img.Bounds().Dx(), img.Bounds().Dy())
+	}
+	return res.GetText(), nil
 }
 
 // qr is servedQR for a page known to show its QR code.
@@ -276,45 +312,6 @@ func (tb *tab) untilQR(what, want string) {
 		text, err = tb.servedQR()
 		return err == nil && text == want
 	}, func() string { return fmt.Sprintf("the page never showed %s; last QR: %q, error: %v", what, text, err) })
-}
-
-var (
-	svgViewBox = regexp.MustCompile(`viewBox="0 0 (\d+) (\d+)"`)
-	svgRun     = regexp.MustCompile(`M(\d+) (\d+)h(\d+)v1h-(\d+)z`)
-)
-
-// decodeQRSVG draws the invoice package's QR SVG (one unit per module, a
-// sub-path per run of dark modules) at 4 pixels per module and decodes it.
-func decodeQRSVG(svg string) (string, error) {
-	vb := svgViewBox.FindStringSubmatch(svg)
-	if vb == nil {
-		return "", fmt.Errorf("not the QR SVG: %.80q", svg)
-	}
-	n, _ := strconv.Atoi(vb[1])
-	const px = 4
-	img := image.NewGray(image.Rect(0, 0, n*px, n*px))
-	for i := range img.Pix {
-		img.Pix[i] = 0xff
-	}
-	for _, m := range svgRun.FindAllStringSubmatch(svg, -1) {
-		x, _ := strconv.Atoi(m[1])
-		y, _ := strconv.Atoi(m[2])
-		w, _ := strconv.Atoi(m[3])
-		for yy := y * px; yy < (y+1)*px; yy++ {
-			for xx := x * px; xx < (x+w)*px; xx++ {
-				img.SetGray(xx, yy, color.Gray{})
-			}
-		}
-	}
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	if err != nil {
-		return "", err
-	}
-	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
-	if err != nil {
-		return "", err
-	}
-	return res.GetText(), nil
 }
 
 // screenshot writes the whole page at width px to test-output/checkout/.

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -225,13 +226,22 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		require.Equal(t, "0.750000000000000001 ETH", v.Receipt["Paid"])
 		require.Equal(t, "demo", v.Receipt["Merchant"])
 		require.Equal(t, "ETH, the network's own coin", v.Receipt["Asset"])
-		require.NotEmpty(t, v.Receipt["Confirmed"])
+		require.NotEmpty(t, v.Receipt["Confirmed at"])
 		require.False(t, v.CopyAmount, "nothing left to copy and pay")
 
-		var receipt string
-		tb.eval(`(async () => { const a = document.getElementById("download");
-			return a.download + "\n" + await (await fetch(a.href)).text(); })()`, &receipt)
-		require.True(t, strings.HasPrefix(receipt, fmt.Sprintf("receipt-%d.txt\nPayment receipt\n", id)), receipt)
+		// Download the receipt as a payer does: click, and find the file.
+		downloads := t.TempDir()
+		require.NoError(t, chromedp.Run(tb.ctx, cdpbrowser.SetDownloadBehavior(cdpbrowser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(downloads)))
+		tb.click("#download")
+		file := filepath.Join(downloads, fmt.Sprintf("receipt-%d.txt", id))
+		var raw []byte
+		waitUntil(t, 30*time.Second, 100*time.Millisecond, func() bool {
+			b, err := os.ReadFile(file)
+			raw = b
+			return err == nil && bytes.HasSuffix(b, []byte("\n"))
+		}, func() string { return "the receipt was never downloaded to " + file })
+		receipt := string(raw)
+		require.True(t, strings.HasPrefix(receipt, "Payment receipt\n"), receipt)
 		for _, line := range []string{fmt.Sprintf("Invoice: %d", id), "Merchant: demo", "Amount: 0.750000000000000001 ETH",
 			"Network: evmpay dev chain, chain id 1337", "Status: Paid and confirmed", "Transactions:", "  " + hash} {
 			require.Contains(t, receipt, line+"\n", "the downloaded receipt")

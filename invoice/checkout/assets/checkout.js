@@ -80,15 +80,16 @@
 
   // ---- the clock: the device's, corrected by the server's Date ----
   // The Date header has whole seconds and is stamped before the answer
-  // travels, so (Date - now) is at most the true difference: keep the
-  // largest such bound, so the countdown never steps back, unless the
-  // device clock jumped ahead (a bound more than 5 s lower).
+  // travels, so (Date - now) is at most the true difference, and 500 ms
+  // more is its middle: keep the largest such estimate, so the countdown
+  // never steps back, unless the device clock jumped ahead (an estimate
+  // more than 5 s lower).
   let skew = null;
   const now = () => Date.now() + (skew || 0);
   function learnSkew(res) {
     const d = Date.parse(res.headers.get("Date") || "");
     if (Number.isNaN(d)) return;
-    const s = d - Date.now();
+    const s = d + 500 - Date.now();
     if (skew === null || s > skew || s < skew - 5000) skew = s;
   }
 
