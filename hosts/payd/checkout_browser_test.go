@@ -73,12 +73,17 @@ window.addEventListener("unhandledrejection", e => window.__errors.push("unhandl
 // testClock replaces the page's clock with one the test sets
 // (window.__setClock(ms); Date.now() then returns ms until set again) and
 // hides the server's Date header from the page, whose countdown would
-// otherwise follow the server: the page's time is the test's alone.
+// otherwise follow the server: the page's time is the test's alone. It
+// counts the runs of the page's interval timers (window.__ticks), so that
+// a test can wait for the page's countdown to have run at a given time.
 const testClock = `(() => {
 	const realNow = Date.now.bind(Date);
 	let fake = realNow();
 	window.__setClock = ms => { fake = ms; };
 	Date.now = () => fake;
+	window.__ticks = 0;
+	const realSetInterval = window.setInterval.bind(window);
+	window.setInterval = (fn, ms, ...args) => realSetInterval(() => { window.__ticks++; fn(...args); }, ms);
 	const realFetch = window.fetch.bind(window);
 	window.fetch = async (...args) => {
 		const res = await realFetch(...args);
@@ -172,11 +177,17 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
-// setClock sets the page's clock (withClock); the page sees it at its next
-// tick, within a second.
+// setClock sets the page's clock (withClock) and waits until the page's
+// once-a-second countdown has run twice at that time: whatever it does at
+// that instant, it has done (an uncaught error included).
 func (tb *tab) setClock(at time.Time) {
 	tb.t.Helper()
-	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.Evaluate(fmt.Sprintf(`window.__setClock(%d)`, at.UnixMilli()), nil)))
+	var start, n int
+	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.Evaluate(fmt.Sprintf(`window.__setClock(%d), window.__ticks`, at.UnixMilli()), &start)))
+	waitUntil(tb.t, 30*time.Second, 50*time.Millisecond, func() bool {
+		require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.Evaluate(`window.__ticks`, &n)))
+		return n >= start+2
+	}, func() string { return fmt.Sprintf("the page's timer ran %d times, not 2", n-start) })
 }
 
 // view is what the page shows, read from its DOM.
