@@ -250,7 +250,9 @@ func (tb *tab) until(what string, within time.Duration, cond func(v view) bool) 
 		}
 		last = v
 		return cond(last)
-	}, func() string { return fmt.Sprintf("the page never showed %s; last: %+v (read error: %v)", what, last, err) })
+	}, func() string {
+		return fmt.Sprintf("the page never showed %s; last: %+v (read error: %v)", what, last, err)
+	})
 	return last
 }
 
