@@ -27,9 +27,11 @@
 //	GET   /v1/merchant, PATCH /v1/merchant      profile; change name, webhook_url, settlement_address
 //	POST  /v1/merchant/api-key/rotate           new api_key (shown once); the old one fails at once
 //	POST  /v1/merchant/webhook-secret/rotate    new webhook secret (shown once)
+//	GET   /v1/merchant/branding, PUT …          the checkout page's logo and accent colour
 //	POST  /v1/admin/merchants                   operator: create a merchant (Bearer AdminToken)
 //	POST  /v1/admin/merchants/{id}/api-key/rotate  operator: recover a lost api_key
 //	GET   /v1/public/invoice                    payer view by lookup token (Bearer lookup_token)
+//	GET   /v1/public/invoice/qr.svg, /branding, /logo  what the checkout page shows besides
 //	GET   /v1/openapi.json                      the OpenAPI 3.1 document of all of the above
 //
 // For each of these paths it also registers the bare path, which answers

@@ -38,11 +38,15 @@ var routes = []route{
 	{"PATCH", "/v1/merchant", (*Service).handleUpdateMerchant},
 	{"POST", "/v1/merchant/api-key/rotate", (*Service).handleRotateAPIKey},
 	{"POST", "/v1/merchant/webhook-secret/rotate", (*Service).handleRotateWebhookSecret},
+	{"GET", "/v1/merchant/branding", (*Service).handleGetBranding},
+	{"PUT", "/v1/merchant/branding", (*Service).handlePutBranding},
 	{"POST", "/v1/admin/merchants", (*Service).handleAdminCreateMerchant},
 	{"GET", "/v1/admin/merchants/{id}", (*Service).handleAdminGetMerchant},
 	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", (*Service).handleAdminRotateAPIKey},
 	{"GET", "/v1/public/invoice", (*Service).handlePublicInvoice},
 	{"GET", "/v1/public/invoice/qr.svg", (*Service).handlePublicQRSVG},
+	{"GET", "/v1/public/invoice/branding", (*Service).handlePublicBranding},
+	{"GET", "/v1/public/invoice/logo", (*Service).handlePublicLogo},
 	{"GET", "/v1/openapi.json", (*Service).handleOpenAPI},
 }
 
@@ -67,9 +71,9 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
-// PublicHandler serves the payer's reads alone — GET /v1/public/invoice
-// and GET /v1/public/invoice/qr.svg — for a process that exposes only the
-// read API. Mount it at both paths.
+// PublicHandler serves the payer's reads alone — GET /v1/public/invoice,
+// …/qr.svg, …/branding and …/logo — for a process that exposes only the
+// read API. Mount it at each path.
 func (s *Service) PublicHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -77,11 +81,16 @@ func (s *Service) PublicHandler() http.Handler {
 			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 			return
 		}
-		if strings.HasSuffix(r.URL.Path, "/qr.svg") {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/qr.svg"):
 			s.handlePublicQRSVG(w, r)
-			return
+		case strings.HasSuffix(r.URL.Path, "/branding"):
+			s.handlePublicBranding(w, r)
+		case strings.HasSuffix(r.URL.Path, "/logo"):
+			s.handlePublicLogo(w, r)
+		default:
+			s.handlePublicInvoice(w, r)
 		}
-		s.handlePublicInvoice(w, r)
 	})
 }
 
@@ -699,6 +708,7 @@ type publicPayer struct {
 	// at most ConfirmationsRequired (which it equals once CONFIRMED).
 	Confirmations         int `json:"confirmations"`
 	ConfirmationsRequired int `json:"confirmations_required"`
+	publicReceipt
 }
 
 // lookupInvoice finds the invoice of the request's bearer lookup token,
@@ -749,19 +759,15 @@ func (s *Service) remaining(inv store.Invoice) (store.Amount, string, error) {
 	return store.AmountFromUint256(rest), uri, err
 }
 
-// confirmations counts the blocks indexed on top of the block of inv's
-// latest payment, capped at the threshold.
-func (s *Service) confirmations(ctx context.Context, inv store.Invoice) (int, error) {
+// confirmations counts the blocks indexed on top of the block of the
+// latest of inv's payments ps, capped at the threshold.
+func (s *Service) confirmations(ctx context.Context, inv store.Invoice, ps []store.Payment) (int, error) {
 	need := s.cfg.Confirmations
 	switch {
 	case inv.Status == store.StatusConfirmed || inv.Status == store.StatusSettled:
 		return need, nil
-	case inv.PaidWei.IsZero():
+	case inv.PaidWei.IsZero() || len(ps) == 0:
 		return 0, nil
-	}
-	ps, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
-	if err != nil || len(ps) == 0 {
-		return 0, err
 	}
 	var last uint64
 	for _, p := range ps {
@@ -792,7 +798,12 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	conf, err := s.confirmations(r.Context(), inv)
+	ps, err := s.payments(r.Context(), inv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	conf, err := s.confirmations(r.Context(), inv, ps)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -800,7 +811,7 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, publicView(inv, rest, publicPayer{
 		MerchantName: m.Name, Description: inv.Description, OrderID: inv.OrderID, RedirectURL: inv.RedirectURL,
 		RemainingPaymentURI: restURI, Underpaid: inv.Underpaid, Overpaid: inv.Overpaid, PaidLate: inv.PaidLate,
-		Confirmations: conf, ConfirmationsRequired: s.cfg.Confirmations,
+		Confirmations: conf, ConfirmationsRequired: s.cfg.Confirmations, publicReceipt: receiptOf(inv, ps),
 	}))
 }
 

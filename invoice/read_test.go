@@ -182,9 +182,10 @@ func TestPublicInvoice_ByLookupToken_PayerViewOnly(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"amount_wei", "chain_id", "confirmations", "confirmations_required", "deposit_address",
-			"description", "expires_at", "merchant_name", "order_id", "overpaid", "paid_late", "paid_wei", "payment_uri",
-			"remaining_payment_uri", "remaining_wei", "status", "underpaid"}, keys)
+		require.Equal(t, []string{"amount_wei", "chain_id", "confirmations", "confirmations_required", "created_at", "deposit_address",
+			"description", "expires_at", "invoice_id", "merchant_name", "order_id", "overpaid", "paid_late", "paid_wei", "payment_uri",
+			"payments", "remaining_payment_uri", "remaining_wei", "status", "underpaid"}, keys,
+			"the invoice id, its times and its payments are the payer's receipt; metadata stays the merchant's")
 		require.Equal(t, "PENDING", body["status"])
 		require.Equal(t, "1500000000000000000", body["amount_wei"])
 		require.Equal(t, "0", body["paid_wei"])

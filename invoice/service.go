@@ -24,6 +24,8 @@ type Store interface {
 	store.MerchantStore
 	store.InvoiceStore
 	store.IdempotencyStore
+	// The merchant's logo and accent colour for the checkout page.
+	store.BrandingStore
 	DepositAddresses
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 	// The public read counts the confirmations of an invoice's payments.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the JavaScript clients the tests drive (ethers.js v6) into
+# Installs the JavaScript the tests use (ethers.js v6; axe-core, which the
+# checkout page's browser tests run in every state) into
 # .tools/node (gitignored) with npm, once; later runs only check them.
 # Prints the node_modules directory to hand to node as NODE_PATH.
 #
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The exact versions under test; bump deliberately.
-PACKAGES=(ethers@6.16.0)
+PACKAGES=(ethers@6.16.0 axe-core@4.14.1)
 
 dir=.tools/node
 stamp="$dir/installed-${PACKAGES[*]// /_}"

@@ -27,6 +27,7 @@ type Store interface {
 // Consumers declare the narrower interfaces below (or their own subsets).
 type Tx interface {
 	MerchantStore
+	BrandingStore
 	InvoiceStore
 	IdempotencyStore
 	PaymentStore

@@ -142,6 +142,9 @@ type appConfig struct {
 	chainName    string
 	// frameAncestors may embed the checkout page (CSP frame-ancestors).
 	frameAncestors []string
+	// explorerTxURL and explorerAddressURL are the block explorer's URL
+	// templates ({tx}, {address}) the checkout page links to; "" for none.
+	explorerTxURL, explorerAddressURL string
 	// loopbackRedirects accepts http redirect_url values on loopback.
 	loopbackRedirects bool
 
@@ -354,10 +357,12 @@ func (a *app) buildAPI(ctx context.Context) error {
 		rpcURL = a.proxyURL()
 	}
 	page, err := checkout.New(checkout.Config{
-		ChainName:      a.cfg.chainName,
-		RPCURL:         rpcURL,
-		FrameAncestors: a.cfg.frameAncestors,
-		Logger:         a.log.With("component", "checkout"),
+		ChainName:          a.cfg.chainName,
+		RPCURL:             rpcURL,
+		FrameAncestors:     a.cfg.frameAncestors,
+		ExplorerTxURL:      a.cfg.explorerTxURL,
+		ExplorerAddressURL: a.cfg.explorerAddressURL,
+		Logger:             a.log.With("component", "checkout"),
 	})
 	if err != nil {
 		return err

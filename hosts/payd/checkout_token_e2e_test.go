@@ -47,7 +47,8 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		require.NoError(t, err)
 
 		w := newTestWallet(t, dev)
-		tb := br.open(t, inv["checkout_url"].(string), 360, w.install()...)
+		// The page's clock is the test's: the redirect to the shop waits for it.
+		tb := br.open(t, inv["checkout_url"].(string), 360, append(w.install(), withClock())...)
 		w.attach(tb.ctx)
 		v := tb.until("the pending token invoice with its QR code", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, []string{"details", "pay"}, v.Shown)
@@ -62,9 +63,16 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		require.Equal(t, wantURI, v.OpenWallet, "Open in wallet is the token transfer URI")
 		require.Equal(t, wantURI, tb.qr(), "the QR code is the token transfer URI")
 		require.Equal(t, "Waiting for your payment.", v.Status)
-		require.Empty(t, v.CSP)
-		tb.screenshot("token-pending", 360)
-		tb.screenshot("token-pending", 1280)
+		require.Equal(t, "Send only USDC on evmpay dev chain, chain id 1337, from the token contract shown above: another token, even one called USDC, is not this payment.", v.Guard)
+		require.Equal(t, "Paying from an exchange? It may deduct a withdrawal fee: make sure exactly 12.5 USDC arrives.", v.FeeNote)
+		require.True(t, v.WalletButton)
+		var copyContract string
+		require.NoError(t, chromedp.Run(tb.ctx, chromedp.Evaluate(`document.getElementById("copy-contract").dataset.copy`, &copyContract)))
+		require.Equal(t, token.Hex(), copyContract, "a copy button beside the token contract")
+		cb, kb := tb.box("copy-contract"), tb.box("token-contract")
+		require.True(t, cb.X > kb.X && cb.Y < kb.Y+kb.H && kb.Y < cb.Y+cb.H, "beside it: %+v %+v", cb, kb)
+		tb.check("token-pending")
+		tb.requireClean()
 
 		tb.click("#pay-browser")
 		tb.until("the transaction sent", 30*time.Second, func(v view) bool { return strings.HasPrefix(v.WalletMsg, "Transaction sent") })
@@ -87,25 +95,32 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 			return true
 		}, 30*time.Second, 100*time.Millisecond, "the transfer was mined")
 		seen := tb.until("the payment seen", 30*time.Second, func(v view) bool {
-			return shows(v, "details", "progress") || shows(v, "details", "done")
+			return shows(v, "details", "progress", "receipt") || shows(v, "details", "done", "return-row", "receipt")
 		})
-		require.True(t, shows(seen, "details", "progress"), "the page showed the payment before its confirmations: %+v", seen)
+		require.True(t, shows(seen, "details", "progress", "receipt"), "the page showed the payment before its confirmations: %+v", seen)
+		require.Equal(t, []string{tx.Hash().Hex()}, seen.Txs, "the transaction, from payment seen on")
+		require.Equal(t, "USDC, token contract "+token.Hex(), seen.Receipt["Asset"])
 		require.Regexp(t, `^Payment seen\. Waiting for confirmations: (\d|1[01]) of 12\.$`, seen.Status)
 		confs := map[string]bool{}
-		v = tb.until("SETTLED", 150*time.Second, func(v view) bool {
-			if shows(v, "details", "progress") {
+		v = tb.until("the payment confirmed", 150*time.Second, func(v view) bool {
+			if shows(v, "details", "progress", "receipt") {
 				confs[v.Conf] = true
 			}
-			return v.Status == "Payment complete. Thank you!"
+			return v.Status == "Payment confirmed. Thank you!"
 		})
 		require.GreaterOrEqual(t, len(confs), 2, "confirmations counted live: %v", confs)
 		require.True(t, v.SameDocument, "no reload")
-		require.Equal(t, []string{"details", "done"}, v.Shown)
+		require.Equal(t, []string{"details", "done", "return-row", "receipt"}, v.Shown)
 		require.Equal(t, "12.5", v.Amount)
-		require.Equal(t, "The merchant has received your payment of 12.5 USDC.", v.Done)
+		require.Equal(t, "Your payment of 12.5 USDC is confirmed on the network. Your part is done; keep the receipt below if you like.", v.Done)
 		require.Equal(t, "https://shop.example/orders/T-1", v.Return)
-		require.Empty(t, v.CSP)
-		tb.screenshot("token-settled", 360)
+		tb.check("token-confirmed")
+
+		// The merchant's part: the sweep to its settlement address.
+		waitUntil(t, 150*time.Second, 200*time.Millisecond, func() bool {
+			_, got := dev.api.do("GET", fmt.Sprintf("/v1/invoices/%v", inv["id"]), nil, nil)
+			return got["status"] == "SETTLED"
+		}, func() string { return "the token invoice never settled" })
 
 		after, err := usdc.BalanceOf(ctx, settlement)
 		require.NoError(t, err)
@@ -126,6 +141,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 		want := fmt.Sprintf("ethereum:%s@1337/transfer?address=%s&uint256=12750000", token.Hex(), deposit.Hex())
 		require.Equal(t, want, v.OpenWallet)
 		tb.untilQR("the remainder's QR code", want)
-		tb.screenshot("token-underpaid", 360)
+		require.Equal(t, "7.25 of 20 USDC", v.PaidSoFar)
+		tb.check("token-underpaid")
 	})
 }

@@ -85,32 +85,34 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 	}
 	defer kr.Close()
 	a, err := newApp(ctx, st, appConfig{
-		roles:          roles,
-		httpAddr:       *httpAddr,
-		metricsAddr:    *metricsAddr,
-		proxyAddr:      *proxyAddr,
-		rpcURL:         env.rpcURL,
-		chainID:        env.chainID,
-		backfill:       env.backfill,
-		keys:           kr,
-		keyCheckEvery:  5 * time.Second,
-		xpub:           os.Getenv("PAY_XPUB"),
-		confirmations:  env.confirmations,
-		sweepPolicy:    env.sweepPolicy,
-		minGasPrice:    env.minGasPrice,
-		archiveAfter:   env.archiveAfter,
-		archiveEvery:   time.Hour,
-		proxyRate:      env.proxyRate,
-		proxyBurst:     env.proxyBurst,
-		trustedProxies: env.trustedProxies,
-		blockPrivateWH: !env.allowPrivateWebhooks,
-		reads:          reads,
-		tokens:         env.tokens,
-		publicBaseURL:  env.publicBaseURL,
-		publicRPCURL:   env.publicRPCURL,
-		chainName:      env.chainName,
-		frameAncestors: env.frameAncestors,
-		log:            log,
+		roles:              roles,
+		httpAddr:           *httpAddr,
+		metricsAddr:        *metricsAddr,
+		proxyAddr:          *proxyAddr,
+		rpcURL:             env.rpcURL,
+		chainID:            env.chainID,
+		backfill:           env.backfill,
+		keys:               kr,
+		keyCheckEvery:      5 * time.Second,
+		xpub:               os.Getenv("PAY_XPUB"),
+		confirmations:      env.confirmations,
+		sweepPolicy:        env.sweepPolicy,
+		minGasPrice:        env.minGasPrice,
+		archiveAfter:       env.archiveAfter,
+		archiveEvery:       time.Hour,
+		proxyRate:          env.proxyRate,
+		proxyBurst:         env.proxyBurst,
+		trustedProxies:     env.trustedProxies,
+		blockPrivateWH:     !env.allowPrivateWebhooks,
+		reads:              reads,
+		tokens:             env.tokens,
+		publicBaseURL:      env.publicBaseURL,
+		publicRPCURL:       env.publicRPCURL,
+		chainName:          env.chainName,
+		frameAncestors:     env.frameAncestors,
+		explorerTxURL:      env.explorerTxURL,
+		explorerAddressURL: env.explorerAddressURL,
+		log:                log,
 	})
 	if err != nil {
 		return err
@@ -155,6 +157,10 @@ type serveEnv struct {
 	publicRPCURL   string
 	chainName      string
 	frameAncestors []string
+	// explorerTxURL and explorerAddressURL are the chain's block explorer
+	// pages the checkout page links to (CHAIN_EXPLORER_TX_URL with {tx},
+	// CHAIN_EXPLORER_ADDRESS_URL with {address}).
+	explorerTxURL, explorerAddressURL string
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -241,6 +247,18 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	})
 	e.chainName = getenv("CHAIN_NAME")
 	e.frameAncestors = strings.Fields(getenv("CHECKOUT_FRAME_ANCESTORS"))
+	explorer := func(name, placeholder string, dst *string) {
+		parse(name, func(v string) error {
+			u, err := url.Parse(strings.Replace(v, placeholder, "x", 1))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Count(v, placeholder) != 1 {
+				return fmt.Errorf("want an absolute http(s) URL with %s once, e.g. https://explorer.example/…/%s", placeholder, placeholder)
+			}
+			*dst = v
+			return nil
+		})
+	}
+	explorer("CHAIN_EXPLORER_TX_URL", "{tx}", &e.explorerTxURL)
+	explorer("CHAIN_EXPLORER_ADDRESS_URL", "{address}", &e.explorerAddressURL)
 	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
 	toks, err := readTokens(getenv)
 	if err != nil {

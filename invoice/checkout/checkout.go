@@ -54,6 +54,23 @@ type Config struct {
 	// DefaultLanguage is the language used when the request names none the
 	// catalogue has. Defaults to "en".
 	DefaultLanguage string
+	// ExplorerTxURL is the chain's block explorer page of a transaction,
+	// with "{tx}" where the hash goes, e.g.
+	// "https://explorer.example/tx/{tx}": from "payment seen" on, the page
+	// links every payment's hash to it. Defaults to "" (hashes without
+	// links; the dev chain has no explorer).
+	ExplorerTxURL string
+	// ExplorerAddressURL is the explorer page of an address, with
+	// "{address}" where it goes, e.g.
+	// "https://explorer.example/address/{address}": the token contract
+	// links to it. Defaults to "" (no link).
+	ExplorerAddressURL string
+	// RedirectAfter is how long the page shows the payer's final state
+	// (payment confirmed) before it sends the payer to the invoice's
+	// redirect_url; the page says so and offers to stay. Defaults to 10
+	// seconds; negative: never automatically (the "Return to merchant"
+	// button only).
+	RedirectAfter time.Duration
 	// Logger receives template failures. Defaults to a logger that discards
 	// everything.
 	Logger *slog.Logger
@@ -65,6 +82,7 @@ func (c *Config) fill() {
 	c.LateWindow = cmp.Or(c.LateWindow, 24*time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.DefaultLanguage = cmp.Or(c.DefaultLanguage, "en")
+	c.RedirectAfter = cmp.Or(c.RedirectAfter, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -102,6 +120,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.LateWindow < 0 || cfg.PollInterval < 100*time.Millisecond {
 		return nil, errors.New("checkout: LateWindow must not be negative and PollInterval at least 100 ms")
 	}
+	if err := checkTemplate("ExplorerTxURL", cfg.ExplorerTxURL, "{tx}"); err != nil {
+		return nil, err
+	}
+	if err := checkTemplate("ExplorerAddressURL", cfg.ExplorerAddressURL, "{address}"); err != nil {
+		return nil, err
+	}
 	for _, a := range cfg.FrameAncestors {
 		if a == "" || strings.ContainsAny(a, ";,\r\n") {
 			return nil, fmt.Errorf("checkout: FrameAncestors: bad source %q", a)
@@ -134,6 +158,19 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("checkout: assets: %w", err)
 	}
 	return h, nil
+}
+
+// checkTemplate checks an explorer URL template: "" or an absolute http(s)
+// URL holding placeholder exactly once.
+func checkTemplate(name, tpl, placeholder string) error {
+	if tpl == "" {
+		return nil
+	}
+	u, err := url.Parse(strings.Replace(tpl, placeholder, "x", 1))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Count(tpl, placeholder) != 1 {
+		return fmt.Errorf("checkout: %s must be an absolute http(s) URL with %s once, e.g. https://explorer.example/…/%s", name, placeholder, placeholder)
+	}
+	return nil
 }
 
 var contentTypes = map[string]string{
@@ -267,6 +304,10 @@ type pageConfig struct {
 	RPCURL         string `json:"rpc_url"`
 	PollMillis     int64  `json:"poll_ms"`
 	LateHours      int64  `json:"late_hours"`
+	ExplorerTx     string `json:"explorer_tx,omitempty"`
+	ExplorerAddr   string `json:"explorer_address,omitempty"`
+	// RedirectMillis is -1 for "never automatically".
+	RedirectMillis int64 `json:"redirect_ms"`
 }
 
 type pageData struct {
@@ -274,17 +315,34 @@ type pageData struct {
 	M        map[string]string
 	Config   string
 	Messages string
+	Langs    []langLink
+}
+
+// langLink is one entry of the page's language switcher, named in its own
+// language.
+type langLink struct {
+	Code, Name string
+	Current    bool
 }
 
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	lang := h.negotiate(r)
 	m := h.langs[lang]
+	redirect := h.cfg.RedirectAfter.Milliseconds()
+	if redirect < 0 {
+		redirect = -1
+	}
 	cfg, _ := json.Marshal(pageConfig{ChainName: h.cfg.ChainName, NativeSymbol: h.cfg.NativeSymbol,
 		NativeDecimals: h.cfg.NativeDecimals, RPCURL: h.cfg.RPCURL,
-		PollMillis: h.cfg.PollInterval.Milliseconds(), LateHours: int64(h.cfg.LateWindow / time.Hour)})
+		PollMillis: h.cfg.PollInterval.Milliseconds(), LateHours: int64(h.cfg.LateWindow / time.Hour),
+		ExplorerTx: h.cfg.ExplorerTxURL, ExplorerAddr: h.cfg.ExplorerAddressURL, RedirectMillis: redirect})
 	msgs, _ := json.Marshal(m)
+	links := make([]langLink, 0, len(h.langs))
+	for _, l := range h.Languages() {
+		links = append(links, langLink{Code: l, Name: h.langs[l]["language_name"], Current: l == lang})
+	}
 	var buf bytes.Buffer
-	if err := h.page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs)}); err != nil {
+	if err := h.page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs), Langs: links}); err != nil {
 		h.log.ErrorContext(r.Context(), "checkout page", slog.String("error", err.Error()))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

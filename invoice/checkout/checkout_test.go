@@ -51,7 +51,7 @@ func TestCheckout_EveryResponse_CarriesTheSecurityHeaders(t *testing.T) {
 	srv := newServer(t, checkout.Config{})
 	res, page := get(t, srv.URL+"/checkout", nil)
 	refs := assetRefs.FindAllStringSubmatch(string(page), -1)
-	require.Len(t, refs, 2, "the page loads its script and its style")
+	require.Len(t, refs, 3, "the page loads its icon, its script and its style")
 	urls := []string{"/checkout", "/checkout?lang=de", "/checkout/assets/nope.js", "/checkout/elsewhere"}
 	for _, r := range refs {
 		urls = append(urls, "/"+r[1])
@@ -84,18 +84,75 @@ func TestCheckout_FrameAncestors_Configurable(t *testing.T) {
 	require.Error(t, err, "a source cannot smuggle in another directive")
 }
 
-func TestCheckout_PageAndAssets_UnderOneHundredKB(t *testing.T) {
+// TestCheckout_PageAndAssets_UnderFiftyKB measures what a payer's browser
+// loads from the page itself (page, icon, script, style), in the language
+// with the longest messages.
+func TestCheckout_PageAndAssets_UnderFiftyKB(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{ExplorerTxURL: "https://explorer.example/tx/{tx}",
+		ExplorerAddressURL: "https://explorer.example/address/{address}"})
+	h, err := checkout.New(checkout.Config{})
+	require.NoError(t, err)
+	largest := 0
+	for _, lang := range h.Languages() {
+		_, page := get(t, srv.URL+"/checkout?lang="+lang, nil)
+		total := len(page)
+		refs := assetRefs.FindAllStringSubmatch(string(page), -1)
+		require.Len(t, refs, 3)
+		for _, r := range refs {
+			res, b := get(t, srv.URL+"/"+r[1], nil)
+			require.Equal(t, http.StatusOK, res.StatusCode, r[1])
+			total += len(b)
+		}
+		t.Logf("%s: page plus assets %d bytes", lang, total)
+		largest = max(largest, total)
+	}
+	require.Less(t, largest, 50*1024, "page plus assets under 50 KB in every language")
+}
+
+func TestCheckout_Icon_DeclaredAndServed(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, checkout.Config{})
 	_, page := get(t, srv.URL+"/checkout", nil)
-	total := len(page)
-	for _, r := range assetRefs.FindAllStringSubmatch(string(page), -1) {
-		res, b := get(t, srv.URL+"/"+r[1], nil)
-		require.Equal(t, http.StatusOK, res.StatusCode, r[1])
-		total += len(b)
+	require.Contains(t, string(page), `<link rel="icon" href="checkout/assets/icon.svg" type="image/svg+xml">`,
+		"declared, so that browsers do not ask for /favicon.ico")
+	res, b := get(t, srv.URL+"/checkout/assets/icon.svg", nil)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "image/svg+xml", res.Header.Get("Content-Type"))
+	require.NotContains(t, strings.ToLower(string(b)), "<script")
+}
+
+func TestCheckout_LanguageSwitcher_EveryLanguageInItsOwnName(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	_, page := get(t, srv.URL+"/checkout?lang=pt", nil)
+	for _, l := range []string{
+		`<a href="?lang=de" hreflang="de" lang="de">Deutsch</a>`,
+		`<a href="?lang=en" hreflang="en" lang="en">English</a>`,
+		`<a href="?lang=es" hreflang="es" lang="es">Español</a>`,
+		`<a href="?lang=fr" hreflang="fr" lang="fr">Français</a>`,
+		`<a href="?lang=pt" hreflang="pt" lang="pt" aria-current="true">Português</a>`,
+	} {
+		require.Contains(t, string(page), l)
 	}
-	t.Logf("page plus assets: %d bytes", total)
-	require.Less(t, total, 100*1024)
+	require.Contains(t, string(page), `<nav class="langs no-print" aria-label="Idioma">`)
+}
+
+func TestCheckout_ExplorerTemplates_Checked(t *testing.T) {
+	t.Parallel()
+	for _, c := range []checkout.Config{
+		{ExplorerTxURL: "https://explorer.example/tx/"},
+		{ExplorerTxURL: "javascript:alert('{tx}')"},
+		{ExplorerTxURL: "/tx/{tx}"},
+		{ExplorerTxURL: "https://explorer.example/tx/{tx}/{tx}"},
+		{ExplorerAddressURL: "https://explorer.example/address/{tx}"},
+	} {
+		_, err := checkout.New(c)
+		require.Error(t, err, "%+v", c)
+	}
+	srv := newServer(t, checkout.Config{ExplorerTxURL: "https://explorer.example/tx/{tx}", ExplorerAddressURL: "https://explorer.example/address/{address}"})
+	_, page := get(t, srv.URL+"/checkout", nil)
+	require.Contains(t, string(page), `&#34;explorer_tx&#34;:&#34;https://explorer.example/tx/{tx}&#34;`, "handed to the script")
 }
 
 func TestCheckout_Language_FromQueryThenAcceptLanguage(t *testing.T) {
@@ -106,7 +163,10 @@ func TestCheckout_Language_FromQueryThenAcceptLanguage(t *testing.T) {
 	}{
 		{"/checkout", "", "en"},
 		{"/checkout", "de-CH, fr;q=0.8", "de"},
-		{"/checkout", "fr;q=0.9, de;q=0.5, en;q=0.1", "de"},
+		{"/checkout", "fr;q=0.9, de;q=0.5, en;q=0.1", "fr"},
+		{"/checkout", "xx;q=0.9, de;q=0.5, en;q=0.1", "de"},
+		{"/checkout", "es-MX", "es"},
+		{"/checkout", "pt-BR, en;q=0.5", "pt"},
 		{"/checkout", "de;q=0, en", "en"},
 		{"/checkout?lang=de", "en", "de"},
 		{"/checkout?lang=xx", "de", "de"},
@@ -119,6 +179,10 @@ func TestCheckout_Language_FromQueryThenAcceptLanguage(t *testing.T) {
 	}
 	_, body := get(t, srv.URL+"/checkout?lang=de", nil)
 	require.Contains(t, string(body), "Zahlungsanforderung")
+	for lang, heading := range map[string]string{"es": "Solicitud de pago", "fr": "Demande de paiement", "pt": "Pedido de pagamento"} {
+		_, body := get(t, srv.URL+"/checkout?lang="+lang, nil)
+		require.Contains(t, string(body), heading, lang)
+	}
 }
 
 // TestCatalogue_EveryLanguage_HasEveryMessage keeps the translations
@@ -135,7 +199,7 @@ func TestCatalogue_EveryLanguage_HasEveryMessage(t *testing.T) {
 	en := read("en.json")
 	names, err := fs.Glob(os.DirFS("messages"), "*.json")
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(names), 2, "English and at least one other language")
+	require.GreaterOrEqual(t, len(names), 5, "English, German, Spanish, French and Portuguese")
 	placeholders := regexp.MustCompile(`\{\w+\}`)
 	for _, n := range names {
 		m := read(n)

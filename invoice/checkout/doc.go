@@ -7,12 +7,17 @@
 // in no Referer, so it never reaches an access log. The page reads it and
 // polls the invoice API's public read (GET /v1/public/invoice, the token
 // as bearer) every Config.PollInterval, showing the invoice as it moves:
-// waiting for payment (amount, address, QR code, "Open in wallet" and
-// "Pay with browser wallet" through EIP-1193), payment seen with its
-// confirmations, underpaid with the remainder, paid, or expired.
+// waiting for payment (amount, address, QR code, "Open in wallet" and,
+// when the browser has a wallet, "Pay with browser wallet" through
+// EIP-1193), payment seen with its transaction and confirmations,
+// underpaid with the remainder, confirmed (the payer's final state: a
+// receipt to print or download, then back to the merchant), or expired.
+// Numbers follow the payer's locale; the merchant's logo and accent colour
+// come from the service itself.
 //
 // Every answer carries a strict Content-Security-Policy (no inline
 // script, default-src 'self'), Referrer-Policy: no-referrer and
-// X-Content-Type-Options: nosniff. Messages live in messages/<lang>.json:
-// adding a language is adding one file. See docs/checkout.md.
+// X-Content-Type-Options: nosniff. Messages live in messages/<lang>.json
+// (en, de, es, fr, pt): adding a language is adding one file. See
+// docs/checkout.md.
 package checkout

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,19 +35,25 @@ func TestCheckout_TokenInvoice_UnitsSymbolAndTransferCall(t *testing.T) {
 		tok     = "AAAAAAAAAAAAAAAAAAAAAw"
 	)
 	uri := fmt.Sprintf("ethereum:%s@1337/transfer?address=%s&uint256=1234500", token, deposit)
-	body, err := json.Marshal(map[string]any{
-		"status": "PENDING", "chain_id": 1337, "deposit_address": deposit,
-		"asset":  map[string]any{"symbol": "USDC", "address": token, "decimals": 6},
-		"amount": "1234500", "amount_formatted": "1.2345", "paid": "0", "paid_formatted": "0", "remaining": "1234500",
-		"payment_uri": uri, "remaining_payment_uri": uri, "expires_at": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339),
-		"merchant_name": "shop", "description": "", "order_id": "", "underpaid": false, "overpaid": false, "paid_late": false,
-		"confirmations": 0, "confirmations_required": 12,
-	})
-	require.NoError(t, err)
+	invoiceJSON := func(status, paid string, payments []any) []byte {
+		b, err := json.Marshal(map[string]any{
+			"status": status, "chain_id": 1337, "deposit_address": deposit, "invoice_id": 7, "created_at": "2026-11-21T12:00:00Z",
+			"asset":  map[string]any{"symbol": "USDC", "address": token, "decimals": 6},
+			"amount": "1234500", "amount_formatted": "1.2345", "paid": paid, "paid_formatted": "0", "remaining": "1234500",
+			"payment_uri": uri, "remaining_payment_uri": uri, "expires_at": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339),
+			"merchant_name": "shop", "description": "", "order_id": "", "underpaid": false, "overpaid": false, "paid_late": false,
+			"confirmations": 0, "confirmations_required": 12, "payments": payments,
+		})
+		require.NoError(t, err)
+		return b
+	}
+	var body atomic.Value
+	body.Store(invoiceJSON("PENDING", "0", []any{}))
 	svg, err := invoice.QRSVG(uri)
 	require.NoError(t, err)
 
-	h, err := checkout.New(checkout.Config{ChainName: "dev", RPCURL: "http://127.0.0.1:8546"})
+	h, err := checkout.New(checkout.Config{ChainName: "dev", RPCURL: "http://127.0.0.1:8546",
+		ExplorerTxURL: "https://explorer.example/tx/{tx}", ExplorerAddressURL: "https://explorer.example/address/{address}"})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	h.Routes(mux)
@@ -60,7 +67,7 @@ func TestCheckout_TokenInvoice_UnitsSymbolAndTransferCall(t *testing.T) {
 	mux.HandleFunc("GET /v1/public/invoice", func(w http.ResponseWriter, r *http.Request) {
 		if authorized(w, r) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(body)
+			_, _ = w.Write(body.Load().([]byte))
 		}
 	})
 	mux.HandleFunc("GET /v1/public/invoice/qr.svg", func(w http.ResponseWriter, r *http.Request) {
@@ -111,6 +118,21 @@ func TestCheckout_TokenInvoice_UnitsSymbolAndTransferCall(t *testing.T) {
 	require.Equal(t, "0x0", sent["value"], "no native value")
 	want := "0xa9059cbb" + strings.Repeat("0", 24) + strings.ToLower(deposit[2:]) + fmt.Sprintf("%064x", 1234500)
 	require.Equal(t, want, sent["data"], "transfer(deposit, 1234500)")
+
+	// The explorer links: the token contract, and from "payment seen" on
+	// every payment's transaction.
+	var contract string
+	require.NoError(t, chromedp.Run(ctx, chromedp.AttributeValue("#token-explorer", "href", &contract, nil, chromedp.ByID)))
+	require.Equal(t, "https://explorer.example/address/"+token, contract)
+	hash := "0x" + strings.Repeat("ab", 32)
+	body.Store(invoiceJSON("PAID", "1234500", []any{map[string]any{"tx_hash": hash, "amount": "1234500", "block_number": 42,
+		"seen_at": "2026-11-21T12:01:00Z", "late": false}}))
+	var links []string
+	require.Eventually(t, func() bool {
+		require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`[...document.querySelectorAll("#receipt-facts .txs a")].map(a => a.href)`, &links)))
+		return len(links) > 0
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, []string{"https://explorer.example/tx/" + hash}, links)
 }
 
 // headless starts a Chromium tab for the test.

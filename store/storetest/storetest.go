@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, sweepTests()...)
 	tests = append(tests, tokenTests()...)
 	tests = append(tests, tokenSweepTests()...)
+	tests = append(tests, brandingTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -10,6 +10,7 @@
   const body = document.body;
   const cfg = JSON.parse(body.dataset.config);
   const M = JSON.parse(body.dataset.messages);
+  const lang = document.documentElement.lang || "en";
   const $ = (id) => document.getElementById(id);
 
   // t formats message key with {name} placeholders.
@@ -17,14 +18,30 @@
     return (M[key] || key).replace(/\{(\w+)\}/g, (m, k) => (args && k in args ? String(args[k]) : m));
   }
 
+  // ---- amounts: exact, shown in the payer's locale ----
+
   // formatUnits renders base units exactly: formatUnits(500000000000000000n, 18) is "0.5".
   function formatUnits(v, decimals) {
-    const neg = v < 0n;
-    if (neg) v = -v;
     const base = 10n ** BigInt(decimals);
     const whole = (v / base).toString();
-    let frac = decimals > 0 ? (v % base).toString().padStart(decimals, "0").replace(/0+$/, "") : "";
-    return (neg ? "-" : "") + whole + (frac ? "." + frac : "");
+    const frac = decimals > 0 ? (v % base).toString().padStart(decimals, "0").replace(/0+$/, "") : "";
+    return whole + (frac ? "." + frac : "");
+  }
+
+  // local shows an exact decimal string with the locale's grouping and
+  // decimal mark ("1234.5" is "1.234,5" in German): Intl formats the whole
+  // part as a BigInt, the digits after the mark are kept as they are.
+  const nf = new Intl.NumberFormat(lang);
+  const mark = (nf.formatToParts(1.5).find((p) => p.type === "decimal") || { value: "." }).value;
+  function local(plain) {
+    const [whole, frac] = plain.split(".");
+    return nf.format(BigInt(whole)) + (frac ? mark + frac : "");
+  }
+
+  const df = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "medium" });
+  function when(iso) {
+    const ms = Date.parse(iso || "");
+    return Number.isNaN(ms) ? "" : df.format(ms);
   }
 
   function big(s) {
@@ -54,6 +71,28 @@
     return cfg.chain_name ? t("network", { name: cfg.chain_name, id: inv.chain_id }) : t("network_unnamed", { id: inv.chain_id });
   }
 
+  // explorer fills the configured explorer URL template, or "" when none.
+  function explorer(kind, value) {
+    const tpl = kind === "tx" ? cfg.explorer_tx : cfg.explorer_address;
+    const ok = kind === "tx" ? /^0x[0-9a-fA-F]{64}$/ : /^0x[0-9a-fA-F]{40}$/;
+    return tpl && ok.test(value) ? tpl.replace("{" + kind + "}", value) : "";
+  }
+
+  // ---- the clock: the device's, corrected by the server's Date ----
+  // The Date header has whole seconds and is stamped before the answer
+  // travels, so (Date - now) is at most the true difference, and 500 ms
+  // more is its middle: keep the largest such estimate, so the countdown
+  // never steps back, unless the device clock jumped ahead (an estimate
+  // more than 5 s lower).
+  let skew = null;
+  const now = () => Date.now() + (skew || 0);
+  function learnSkew(res) {
+    const d = Date.parse(res.headers.get("Date") || "");
+    if (Number.isNaN(d)) return;
+    const s = d + 500 - Date.now();
+    if (skew === null || s > skew || s < skew - 5000) skew = s;
+  }
+
   // ---- state ----
   let token = "";
   try {
@@ -62,16 +101,23 @@
     // a malformed escape: not a token
   }
   const api = new URL("v1/public/invoice", location.href.split("#")[0].replace(/[^/]*$/, ""));
+  const apiPath = (p) => new URL(p, api.href.replace(/invoice$/, ""));
+  const auth = (accept) => ({ headers: { Authorization: "Bearer " + token, Accept: accept || "*/*" }, cache: "no-store",
+    credentials: "omit", referrerPolicy: "no-referrer" });
   let inv = null;
-  let skew = 0; // server clock minus ours, from the Date header
   let lastState = "";
   let lastStatusText = "";
   let qrFor = "";
   let qrURL = "";
   let failures = 0;
+  let branded = false;
+  let redirectAt = 0;
+  let stayed = false;
+  let receiptText = "";
+  let receiptURL = "";
 
-  function show(section, on) {
-    $(section).hidden = !on;
+  function show(id, on) {
+    $(id).hidden = !on;
   }
 
   function setStatus(text, kind) {
@@ -88,42 +134,71 @@
     if (el.textContent !== text) el.textContent = text;
   }
 
+  const SECTIONS = ["details", "pay", "progress", "done", "expired", "return-row", "receipt", "invalid"];
+
   function invalid() {
     inv = null;
-    ["details", "progress", "pay", "done", "expired"].forEach((s) => show(s, false));
-    show("invalid", true);
+    SECTIONS.forEach((s) => show(s, s === "invalid"));
     setStatus(t("status_invalid"), "bad");
   }
 
   // ---- polling ----
   async function poll() {
     try {
-      const res = await fetch(api, {
-        headers: { Authorization: "Bearer " + token, Accept: "application/json" },
-        cache: "no-store",
-        credentials: "omit",
-        referrerPolicy: "no-referrer",
-      });
+      const res = await fetch(api, auth("application/json"));
       if (res.status === 401 || res.status === 404) {
         invalid();
         return; // a wrong token stays wrong: stop polling
       }
       if (!res.ok) throw new Error("HTTP " + res.status);
-      const date = Date.parse(res.headers.get("Date") || "");
-      if (!Number.isNaN(date)) skew = date - Date.now();
+      learnSkew(res);
       inv = await res.json();
       failures = 0;
       render();
+      if (!branded) brand();
     } catch (e) {
       failures++;
       if (failures >= 3) setStatus(t("status_offline"), "warn");
     }
     const s = inv && inv.status;
-    if (s !== "SETTLED" && !(s === "EXPIRED" && !inv.paid_late)) {
-      setTimeout(poll, cfg.poll_ms);
-    } else if (s === "EXPIRED") {
-      setTimeout(poll, cfg.poll_ms * 10); // a late payment may still arrive
+    if (s === "CONFIRMED" || s === "SETTLED") return; // the payer's part is done
+    setTimeout(poll, s === "EXPIRED" ? cfg.poll_ms * 10 : cfg.poll_ms); // a late payment may still arrive
+  }
+
+  // ---- branding: the merchant's accent colour and logo, read once ----
+  async function brand() {
+    branded = true;
+    try {
+      const res = await fetch(apiPath("invoice/branding"), auth());
+      if (!res.ok) return;
+      const b = await res.json();
+      if (/^#[0-9a-f]{6}$/.test(b.accent_color || "")) {
+        const root = document.documentElement.style; // CSSOM, allowed by the CSP
+        root.setProperty("--accent", b.accent_color);
+        root.setProperty("--accent-fg", contrastText(b.accent_color));
+      }
+      if (b.logo_url) {
+        const img = await fetch(apiPath("invoice/logo"), auth());
+        if (!img.ok) return;
+        const blob = await img.blob();
+        if (!/^image\/(png|jpeg)$/.test(blob.type)) return;
+        $("logo").src = URL.createObjectURL(blob);
+        show("logo", true);
+      }
+    } catch (e) {
+      // the page's own look
     }
+  }
+
+  // contrastText picks black or white text for a background colour, the
+  // one with the higher WCAG contrast.
+  function contrastText(hex) {
+    const lin = (i) => {
+      const c = parseInt(hex.slice(i, i + 2), 16) / 255;
+      return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    };
+    const l = 0.2126 * lin(1) + 0.7152 * lin(3) + 0.0722 * lin(5);
+    return (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) ? "#000" : "#fff";
   }
 
   // ---- rendering ----
@@ -135,7 +210,7 @@
         return "seen";
       case "CONFIRMED":
       case "SETTLED":
-        return "done";
+        return "done"; // the payer's final state: the sweep is the merchant's business
       case "EXPIRED":
         return "expired";
     }
@@ -143,46 +218,53 @@
   }
 
   function expiredLocally(inv) {
-    return Date.parse(inv.expires_at) <= Date.now() + skew;
+    return Date.parse(inv.expires_at) <= now();
   }
 
   function render() {
     const as = asset(inv);
     const a = amounts(inv);
     const st = state(inv, a);
-    const fmt = (v) => formatUnits(v, as.decimals);
+    const fmt = (v) => local(formatUnits(v, as.decimals));
     const args = { paid: fmt(a.paid), amount: fmt(a.amount), remaining: fmt(a.remaining), symbol: as.symbol,
-      n: inv.confirmations, required: inv.confirmations_required, hours: cfg.late_hours };
+      n: inv.confirmations, required: inv.confirmations_required, hours: cfg.late_hours, network: networkName(inv) };
+    const paying = st === "pending" || st === "underpaid";
+    const final = st === "done" || st === "expired";
+    const payments = Array.isArray(inv.payments) ? inv.payments : [];
 
     show("invalid", false);
     show("details", true);
     setText("merchant", inv.merchant_name || "");
+    setText("heading", st === "expired" ? t("heading_expired") : t("heading"));
     setText("description", inv.description || "");
     setText("order", inv.order_id || "");
     $("row-description").hidden = !inv.description;
     $("row-order").hidden = !inv.order_id;
-    const due = st === "underpaid" ? a.remaining : a.amount;
-    setText("amount-label", st === "underpaid" ? t("label_remaining") : t("label_amount"));
-    setText("amount", fmt(due));
-    setText("symbol", as.symbol);
+    renderDue(st, as, a, fmt);
+    $("row-paid").hidden = st !== "underpaid";
+    setText("paid-so-far", t("of", args));
     setText("network", networkName(inv));
     // A payer sending by hand must pick the right token: show its contract.
     $("row-token").hidden = !as.token;
     setText("token-contract", as.token || "");
+    $("copy-contract").dataset.copy = as.token || "";
+    link("token-explorer", explorer("address", as.token || ""));
 
-    const paying = st === "pending" || st === "underpaid";
     show("pay", paying);
     show("progress", st === "seen" || st === "underpaid");
     show("done", st === "done");
     show("expired", st === "expired");
+    show("receipt", payments.length > 0 || st === "done");
 
     if (paying) {
       const uri = inv.remaining_payment_uri || inv.payment_uri;
+      setText("guard", t(as.token ? "send_only_token" : "send_only", args));
+      setText("fee-note", t("fee_note", { amount: fmt(st === "underpaid" ? a.remaining : a.amount), symbol: as.symbol }));
       setText("address", inv.deposit_address);
       $("open-wallet").href = uri;
-      $("copy-amount").dataset.copy = fmt(due);
       $("copy-address").dataset.copy = inv.deposit_address;
-      $("pay-browser").dataset.due = due.toString();
+      $("pay-browser").dataset.due = (st === "underpaid" ? a.remaining : a.amount).toString();
+      $("pay-browser").hidden = !wallet();
       loadQR(uri);
     }
     const bar = $("conf-bar");
@@ -203,20 +285,11 @@
         text = t("status_seen", args);
         if (inv.overpaid) text += " " + t("status_overpaid", args);
         break;
-      case "done": {
-        text = t(inv.status === "SETTLED" ? "status_settled" : "status_confirmed");
+      case "done":
+        text = t("status_confirmed");
         kind = "good";
         setText("done-detail", t("success_detail", args) + (inv.overpaid ? " " + t("status_overpaid", args) : ""));
-        const back = $("return");
-        const r = inv.redirect_url;
-        if (typeof r === "string" && /^https?:\/\//i.test(r)) {
-          back.href = r;
-          back.hidden = false;
-        } else {
-          back.hidden = true;
-        }
         break;
-      }
       case "expired":
         text = t("status_expired");
         kind = "bad";
@@ -224,31 +297,153 @@
         break;
     }
     setStatus(text, kind);
+    offerReturn(final, st === "done");
+    renderReceipt(st, as, a, fmt, payments);
     lastState = st;
-    tick();
+    countdown();
   }
 
-  // ---- countdown ----
+  // renderDue is the headline: what the payer must pay now. (When the
+  // invoice API prices invoices in fiat, the fiat price becomes the
+  // headline here and the crypto amount goes to #amount-sub.)
+  function renderDue(st, as, a, fmt) {
+    const due = st === "underpaid" ? a.remaining : a.amount;
+    setText("amount-label", st === "underpaid" ? t("label_remaining") : t("label_amount"));
+    setText("amount", fmt(due));
+    setText("symbol", as.symbol);
+    // The copy button copies the plain exact number wallets take: "0.5", never "0,5".
+    $("copy-amount").dataset.copy = formatUnits(due, as.decimals);
+    show("copy-amount", st === "pending" || st === "underpaid");
+  }
+
+  function link(id, href) {
+    const a = $(id);
+    if (href) a.href = href;
+    a.hidden = !href;
+  }
+
+  // ---- return to the merchant: offered on every final state; sent there
+  // automatically once the payment is confirmed, after cfg.redirect_ms ----
+  function offerReturn(final, done) {
+    const r = inv.redirect_url;
+    const ok = typeof r === "string" && /^https?:\/\//i.test(r);
+    show("return-row", final && ok);
+    if (final && ok) $("return").href = r;
+    if (done && ok && cfg.redirect_ms >= 0 && !stayed && !redirectAt) redirectAt = now() + cfg.redirect_ms;
+    show("redirect-note", redirectAt > 0 && !stayed);
+  }
+
+  $("stay").addEventListener("click", () => {
+    stayed = true;
+    show("redirect-note", false);
+    $("return").focus();
+  });
+
+  // ---- the countdown to expiry, and to the redirect ----
+  // tick runs every second. Once the time is up it renders (state() then
+  // says "expired"); render only updates the countdown, never calls tick.
   function tick() {
-    if (!inv || !(lastState === "pending" || lastState === "underpaid")) return;
-    const left = Math.max(0, Math.floor((Date.parse(inv.expires_at) - (Date.now() + skew)) / 1000));
-    const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
-    const mmss = String(m).padStart(h ? 2 : 1, "0") + ":" + String(s).padStart(2, "0");
-    setText("countdown", t("expires_in", { time: (h ? h + ":" : "") + mmss }));
-    if (left === 0 && lastState === "pending") render();
+    if (inv && lastState === "pending" && expiredLocally(inv)) render();
+    else countdown();
+  }
+
+  function countdown() {
+    if (lastState === "pending" || lastState === "underpaid") {
+      // Rounded up: "0:00" only once the time is up.
+      const left = Math.max(0, Math.ceil((Date.parse(inv.expires_at) - now()) / 1000));
+      const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      const mmss = String(m).padStart(h ? 2 : 1, "0") + ":" + String(s).padStart(2, "0");
+      setText("countdown", t("expires_in", { time: (h ? h + ":" : "") + mmss }));
+    }
+    if (redirectAt > 0 && !stayed) {
+      const left = Math.max(0, Math.ceil((redirectAt - now()) / 1000));
+      setText("redirect-text", t("redirect_in", { s: left }));
+      if (left === 0) {
+        redirectAt = -1; // once
+        location.assign(inv.redirect_url);
+      }
+    }
   }
   setInterval(tick, 1000);
+
+  // ---- proof of payment: the transactions and a receipt to keep ----
+  function renderReceipt(st, as, a, fmt, payments) {
+    const rows = [
+      [t("receipt_invoice"), String(inv.invoice_id)],
+      [t("receipt_merchant"), inv.merchant_name || ""],
+      [t("label_order"), inv.order_id || ""],
+      [t("label_description"), inv.description || ""],
+      [t("receipt_amount"), fmt(a.amount) + " " + as.symbol],
+      [t("receipt_paid"), fmt(a.paid) + " " + as.symbol],
+      [t("receipt_asset"), as.token ? t("receipt_asset_token", { symbol: as.symbol, address: as.token }) : t("receipt_asset_native", { symbol: as.symbol })],
+      [t("label_network"), networkName(inv)],
+      [t("label_address"), inv.deposit_address],
+      [t("receipt_status"), t("receipt_status_" + st)],
+      [t("receipt_created"), when(inv.created_at)],
+      [t("receipt_paid_at"), when(inv.paid_at)],
+      [t("receipt_confirmed_at"), when(inv.confirmed_at)],
+    ].filter((r) => r[1]);
+    const txs = payments.map((p) => ({
+      hash: p.tx_hash,
+      line: t("receipt_tx_line", { amount: fmt(big(p.amount)), symbol: as.symbol, block: p.block_number, time: when(p.seen_at) }),
+      href: explorer("tx", p.tx_hash),
+    }));
+    const text = [t("receipt_title"), ""].concat(rows.map((r) => r[0] + ": " + r[1]),
+      txs.length ? ["", t("receipt_txs") + ":"] : [], txs.map((x) => "  " + x.hash + "\n    " + x.line + (x.href ? "\n    " + x.href : ""))).join("\n") + "\n";
+    if (text === receiptText) return;
+    receiptText = text;
+
+    const dl = $("receipt-facts");
+    dl.replaceChildren();
+    const add = (label, node) => {
+      const div = document.createElement("div");
+      const dt = document.createElement("dt");
+      const dd = document.createElement("dd");
+      dt.textContent = label;
+      dd.append(node);
+      div.append(dt, dd);
+      dl.append(div);
+    };
+    rows.forEach((r) => add(r[0], r[1]));
+    if (txs.length) {
+      const ul = document.createElement("ul");
+      ul.className = "txs";
+      txs.forEach((x) => {
+        const li = document.createElement("li");
+        const code = document.createElement("code");
+        code.className = "mono";
+        code.textContent = x.hash;
+        const p = document.createElement("span");
+        p.className = "small";
+        p.textContent = x.line;
+        li.append(code, document.createElement("br"), p);
+        if (x.href) {
+          const l = document.createElement("a");
+          l.href = x.href;
+          l.target = "_blank";
+          l.rel = "noopener noreferrer";
+          l.className = "no-print";
+          l.textContent = t("explorer");
+          li.append(" ", l);
+        }
+        ul.append(li);
+      });
+      add(t("receipt_txs"), ul);
+    }
+    if (receiptURL) URL.revokeObjectURL(receiptURL);
+    receiptURL = URL.createObjectURL(new Blob([text], { type: "text/plain;charset=utf-8" }));
+    const d = $("download");
+    d.href = receiptURL;
+    d.download = "receipt-" + inv.invoice_id + ".txt";
+  }
+  $("print").addEventListener("click", () => window.print());
 
   // ---- QR: the API's SVG for what is due now, shown through a blob: URL ----
   async function loadQR(uri) {
     if (uri === qrFor) return;
     qrFor = uri;
     try {
-      const res = await fetch(new URL("invoice/qr.svg", api.href.replace(/invoice$/, "")), {
-        headers: { Authorization: "Bearer " + token },
-        cache: "no-store",
-        credentials: "omit",
-      });
+      const res = await fetch(apiPath("invoice/qr.svg"), auth());
       if (!res.ok) throw new Error("HTTP " + res.status);
       const svg = await res.text();
       if (qrFor !== uri) return;
@@ -269,20 +464,25 @@
     }
   }
 
-  // ---- copy buttons ----
+  // ---- copy buttons, each beside the value it copies ----
   async function copy(ev) {
     const text = ev.currentTarget.dataset.copy || "";
     try {
       await navigator.clipboard.writeText(text);
-      setText("copy-msg", t("copied"));
+      setText("copy-msg", t("copied", { text }));
     } catch (e) {
       setText("copy-msg", t("copy_failed"));
     }
   }
-  $("copy-address").addEventListener("click", copy);
-  $("copy-amount").addEventListener("click", copy);
+  ["copy-address", "copy-amount", "copy-contract"].forEach((id) => $(id).addEventListener("click", copy));
 
-  // ---- browser wallet (EIP-1193) ----
+  // ---- browser wallet (EIP-1193), offered only when one is present ----
+  function wallet() {
+    const eth = window.ethereum;
+    return eth && typeof eth.request === "function" ? eth : null;
+  }
+  window.addEventListener("ethereum#initialized", () => inv && render());
+
   function hex(v) {
     return "0x" + v.toString(16);
   }
@@ -292,9 +492,12 @@
     return "0xa9059cbb" + to.slice(2).toLowerCase().padStart(64, "0") + amount.toString(16).padStart(64, "0");
   }
 
+  function code(e) {
+    return e && (e.code !== undefined ? e.code : e.data && e.data.originalError && e.data.originalError.code);
+  }
+
   function walletMessage(e) {
-    const code = e && (e.code !== undefined ? e.code : e.data && e.data.originalError && e.data.originalError.code);
-    switch (code) {
+    switch (code(e)) {
       case 4001:
         return t("wallet_rejected");
       case -32002:
@@ -314,9 +517,9 @@
       await eth.request({ method: "wallet_switchEthereumChain", params: [{ chainId }] });
       return;
     } catch (e) {
-      const code = e && (e.code !== undefined ? e.code : e.data && e.data.originalError && e.data.originalError.code);
-      if (code !== 4902) {
-        if (code === 4001) throw e;
+      const c = code(e);
+      if (c !== 4902) {
+        if (c === 4001) throw e;
         throw Object.assign(new Error(t("wallet_chain", { network: networkName(inv) })), { code: "chain" });
       }
     }
@@ -332,8 +535,8 @@
 
   async function payWithWallet() {
     const msg = (text) => setText("wallet-msg", text);
-    const eth = window.ethereum;
-    if (!eth || typeof eth.request !== "function") {
+    const eth = wallet();
+    if (!eth) {
       msg(t("wallet_none"));
       return;
     }
@@ -360,6 +563,8 @@
   $("pay-browser").addEventListener("click", payWithWallet);
 
   // ---- start ----
+  // The language links keep the token: it is in the fragment.
+  document.querySelectorAll(".langs a").forEach((a) => (a.href = a.getAttribute("href").split("#")[0] + location.hash));
   if (!/^[A-Za-z0-9_-]{16,64}$/.test(token)) {
     invalid();
   } else {
