@@ -12,9 +12,8 @@ import (
 	"github.com/evmpay/evmpay/store/problem"
 )
 
-// codeUnknownAsset: the request's asset is neither the native coin nor a
+// problem.CodeUnknownAsset: the request's asset is neither the native coin nor a
 // configured token.
-const codeUnknownAsset = "unknown_asset"
 
 // DefaultNativeSymbol is the native coin's symbol when Config.Assets names
 // none.
@@ -106,7 +105,7 @@ func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem
 	}
 	var name string
 	if raw[0] != '"' || json.Unmarshal(raw, &name) != nil || name == "" {
-		return store.Asset{}, problem.Field(codeInvalidField, "asset",
+		return store.Asset{}, problem.OfField(problem.CodeInvalidField, "asset",
 			`asset must be a string: a configured symbol ("USDC") or token address`)
 	}
 	a, ok := set.lookup(name)
@@ -115,7 +114,7 @@ func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem
 		for _, a := range set.list {
 			symbols = append(symbols, a.Symbol)
 		}
-		return store.Asset{}, problem.Field(codeUnknownAsset, "asset",
+		return store.Asset{}, problem.OfField(problem.CodeUnknownAsset, "asset",
 			fmt.Sprintf("asset %q is not accepted here (accepted: %s)", truncate(name, 64), strings.Join(symbols, ", ")))
 	}
 	return a, nil
@@ -133,14 +132,14 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 		}
 	}
 	if !a.IsNative() && !isNull(ms["amount_wei"]) {
-		return store.Amount{}, problem.Field(codeInvalidField, "amount_wei",
+		return store.Amount{}, problem.OfField(problem.CodeInvalidField, "amount_wei",
 			"amount_wei is for native-coin invoices; a token invoice takes amount (base units) or amount_formatted")
 	}
 	switch {
 	case given == 0:
-		return store.Amount{}, problem.Field(codeMissingField, "amount", "amount (base units) or amount_formatted is required")
+		return store.Amount{}, problem.OfField(problem.CodeMissingField, "amount", "amount (base units) or amount_formatted is required")
 	case given > 1:
-		return store.Amount{}, problem.Field(codeInvalidField, "amount", "give exactly one of amount, amount_formatted and amount_wei")
+		return store.Amount{}, problem.OfField(problem.CodeInvalidField, "amount", "give exactly one of amount, amount_formatted and amount_wei")
 	case !isNull(ms["amount_wei"]):
 		return s.parseAmount(ms["amount_wei"])
 	}
@@ -150,7 +149,7 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 	}
 	var str string
 	if raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, name+` must be a JSON string, e.g. "12500000" (amount) or "12.5" (amount_formatted)`)
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, name+` must be a JSON string, e.g. "12500000" (amount) or "12.5" (amount_formatted)`)
 	}
 	var amt store.Amount
 	var err error
@@ -165,13 +164,13 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 			detail = fmt.Sprintf("amount_formatted must be a decimal number of %s with at most %d digits after the point, without sign, exponent or leading zeros",
 				a.Symbol, a.Decimals)
 		}
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, detail)
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, detail)
 	}
 	if amt.IsZero() {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, name+" must be greater than 0")
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, name+" must be greater than 0")
 	}
 	if a.IsNative() && amt.Cmp(*s.cfg.MaxAmount) > 0 {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, name+" must be at most "+s.cfg.MaxAmount.String()+" wei")
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, name+" must be at most "+s.cfg.MaxAmount.String()+" wei")
 	}
 	if t := a.Token(); t != nil {
 		max, ok := s.cfg.TokenMaxAmounts[*t]
@@ -179,7 +178,7 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 			max = MaxTokenAmount
 		}
 		if amt.Cmp(max) > 0 {
-			return store.Amount{}, problem.Field(codeInvalidAmount, name, fmt.Sprintf("%s must be at most %s %s (%s base units: more than exists of the token)",
+			return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, fmt.Sprintf("%s must be at most %s %s (%s base units: more than exists of the token)",
 				name, a.Format(max), a.Symbol, max))
 		}
 	}

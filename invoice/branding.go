@@ -41,8 +41,6 @@ const (
 // are not the type it claims.
 var logoTypes = map[string]string{"image/png": "png", "image/jpeg": "jpeg"}
 
-const codeInvalidLogo = "invalid_logo"
-
 var accentColorRe = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
 
 // brandingView is the merchant's branding as GET and PUT
@@ -148,14 +146,14 @@ func parseBranding(body []byte) (store.MerchantBranding, *problem.Problem) {
 			return b, perr
 		}
 		if !accentColorRe.MatchString(c) {
-			return b, problem.Field(codeInvalidField, "accent_color", `accent_color must be a colour "#rrggbb", e.g. "#1a7f37"`)
+			return b, problem.OfField(problem.CodeInvalidField, "accent_color", `accent_color must be a colour "#rrggbb", e.g. "#1a7f37"`)
 		}
 		b.AccentColor = strings.ToLower(c)
 	}
 	if !isNull(ms["logo"]) {
 		var s string
 		if raw := ms["logo"]; raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return b, problem.Field(codeInvalidField, "logo", "logo must be a string: a data: URL, data:image/png;base64,…")
+			return b, problem.OfField(problem.CodeInvalidField, "logo", "logo must be a string: a data: URL, data:image/png;base64,…")
 		}
 		logo, ctype, perr := parseLogo(s)
 		if perr != nil {
@@ -170,7 +168,7 @@ func parseBranding(body []byte) (store.MerchantBranding, *problem.Problem) {
 // bytes are a whole image of the type it claims, within the limits.
 func parseLogo(dataURL string) ([]byte, string, *problem.Problem) {
 	bad := func(detail string) ([]byte, string, *problem.Problem) {
-		return nil, "", problem.Field(codeInvalidLogo, "logo", detail)
+		return nil, "", problem.OfField(problem.CodeInvalidLogo, "logo", detail)
 	}
 	head, data, ok := strings.Cut(dataURL, ",")
 	rest, isData := strings.CutPrefix(head, "data:")

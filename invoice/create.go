@@ -126,7 +126,7 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 			return response{}, err
 		}
 		if !bytes.Equal(prev.RequestHash, fp) {
-			return response{}, problem.New(http.StatusUnprocessableEntity, codeKeyReused,
+			return response{}, problem.Of(problem.CodeKeyReused,
 				"this Idempotency-Key was used with a different request (method, path or body)")
 		}
 		if prev.Status == store.IdempotencyDone {
@@ -190,7 +190,7 @@ func (s *Service) release(ctx context.Context, rec store.IdempotencyRecord) {
 }
 
 var (
-	errInFlight = problem.New(http.StatusConflict, codeKeyInFlight,
+	errInFlight = problem.Of(problem.CodeKeyInFlight,
 		"a request with this Idempotency-Key is still being processed; retry later")
 	errLeaseLost = errors.New("idempotency lease lost")
 )

@@ -23,9 +23,6 @@ var RequestFingerprint = requestFingerprint
 // VerifyAPIKey checks a key against a PHC Argon2id hash.
 var VerifyAPIKey = verifyAPIKey
 
-// ProblemCodes lists every stable problem code.
-var ProblemCodes = problemCodes
-
 // SetBatchHook makes the committer call fn with each batch's size before
 // the batch's transaction. Set it before the first creation.
 func (s *Service) SetBatchHook(fn func(size int)) { s.batcher.hook = fn }

@@ -78,7 +78,7 @@ func (s *Service) PublicHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			problem.Write(w, problem.New(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+			problem.Write(w, problem.Of(problem.CodeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 			return
 		}
 		switch {
@@ -109,28 +109,28 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errChainUnavailable):
 		s.log.WarnContext(r.Context(), "chain unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeChainUnavailable,
+		problem.Write(w, problem.Of(problem.CodeChainUnavailable,
 			"the chain node did not answer, so the settlement address could not be checked; nothing was changed, retry later"))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later"))
+		problem.Write(w, problem.Of(problem.CodeUnavailable, "the database is unavailable; retry later"))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this.
-		problem.Write(w, problem.New(http.StatusServiceUnavailable, codeUnavailable, "request cancelled"))
+		problem.Write(w, problem.Of(problem.CodeUnavailable, "request cancelled"))
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.New(http.StatusInternalServerError, codeInternal, "internal error"))
+		problem.Write(w, problem.Of(problem.CodeInternal, "internal error"))
 	}
 }
 
 var (
-	errTooManyLookups = problem.New(http.StatusTooManyRequests, codeRateLimited,
+	errTooManyLookups = problem.Of(problem.CodeRateLimited,
 		"too many failed lookups from this address; retry after the seconds in Retry-After")
-	errUnauthorized = problem.New(http.StatusUnauthorized, codeUnauthorized,
+	errUnauthorized = problem.Of(problem.CodeUnauthorized,
 		"a valid bearer credential is required")
-	errNotFound = problem.New(http.StatusNotFound, codeNotFound, "no such resource")
+	errNotFound = problem.Of(problem.CodeNotFound, "no such resource")
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
@@ -154,13 +154,13 @@ func (s *Service) merchant(w http.ResponseWriter, r *http.Request) (store.Mercha
 func idempotencyKey(r *http.Request) (string, *problem.Problem) {
 	vals := r.Header.Values("Idempotency-Key")
 	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
-		return "", problem.New(http.StatusBadRequest, codeKeyMissing, "the Idempotency-Key header is required")
+		return "", problem.Of(problem.CodeKeyMissing, "the Idempotency-Key header is required")
 	}
 	key := strings.TrimSpace(vals[0])
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
 		key = key[1 : len(key)-1]
 	}
-	bad := problem.New(http.StatusBadRequest, codeKeyInvalid,
+	bad := problem.Of(problem.CodeKeyInvalid,
 		"Idempotency-Key must be one value of 1 to 255 printable ASCII characters")
 	if len(vals) > 1 || key == "" || len(key) > maxKeyLen {
 		return "", bad
@@ -255,12 +255,12 @@ func (s *Service) handleQRPNG(w http.ResponseWriter, r *http.Request) {
 	size := s.cfg.QRSize
 	for name, vals := range q {
 		if name != "size" {
-			problem.Write(w, problem.Field(codeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
+			problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)+" (allowed: size)"))
 			return
 		}
 		n, err := strconv.Atoi(vals[0])
 		if err != nil || len(vals) > 1 || n < minQRSize || n > maxQRSize {
-			problem.Write(w, problem.Field(codeInvalidParameter, "size",
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "size",
 				"size must be one integer from "+strconv.Itoa(minQRSize)+" to "+strconv.Itoa(maxQRSize)))
 			return
 		}
@@ -280,7 +280,7 @@ func (s *Service) handleQRSVG(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q, perr := httpapi.Query(r); perr != nil || len(q) > 0 {
-		problem.Write(w, cmp.Or(perr, problem.New(http.StatusBadRequest, codeUnknownParameter, "qr.svg takes no query parameters")))
+		problem.Write(w, cmp.Or(perr, problem.Of(problem.CodeUnknownParameter, "qr.svg takes no query parameters")))
 		return
 	}
 	svg, err := QRSVG(inv.PaymentURI)
@@ -341,7 +341,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 	f := store.InvoiceFilter{MerchantID: merchantID, Limit: defaultListLimit}
 	one := func(name string) (string, *problem.Problem) {
 		if len(q[name]) != 1 {
-			return "", problem.Field(codeInvalidParameter, name, name+" must be given once")
+			return "", problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once")
 		}
 		return q[name][0], nil
 	}
@@ -352,7 +352,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 				for _, st := range strings.Split(v, ",") {
 					st = strings.ToUpper(strings.TrimSpace(st))
 					if !slices.Contains(invoiceStatuses, st) {
-						return f, problem.Field(codeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
+						return f, problem.OfField(problem.CodeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
 					}
 					if !slices.Contains(f.Statuses, st) {
 						f.Statuses = append(f.Statuses, st)
@@ -366,7 +366,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return f, problem.Field(codeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
+				return f, problem.OfField(problem.CodeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 			}
 			if name == "created_after" {
 				f.CreatedAfter = t
@@ -380,7 +380,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > maxListLimit {
-				return f, problem.Field(codeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
+				return f, problem.OfField(problem.CodeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
 			}
 			f.Limit = n
 		case "cursor":
@@ -390,11 +390,11 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			}
 			id, ok := decodeCursor(v)
 			if !ok {
-				return f, problem.Field(codeInvalidCursor, name, "cursor is not one this API returned")
+				return f, problem.OfField(problem.CodeInvalidCursor, name, "cursor is not one this API returned")
 			}
 			f.BeforeID = id
 		default:
-			return f, problem.Field(codeUnknownParameter, name,
+			return f, problem.OfField(problem.CodeUnknownParameter, name,
 				"unknown query parameter "+strconv.Quote(name)+" (allowed: status, created_after, created_before, limit, cursor)")
 		}
 	}
@@ -617,7 +617,7 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	if u.SettlementAddress == nil {
-		problem.Write(w, problem.Field(codeMissingField, "settlement_address", "settlement_address is required"))
+		problem.Write(w, problem.OfField(problem.CodeMissingField, "settlement_address", "settlement_address is required"))
 		return
 	}
 	p := MerchantParams{SettlementAddress: *u.SettlementAddress}

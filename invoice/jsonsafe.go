@@ -12,9 +12,8 @@ import (
 // webhook receivers the values are echoed to.
 const MaxJSONDepth = 32
 
-// codeUnsafeJSON is the problem code of a value that is valid JSON but that
+// problem.CodeUnsafeJSON is the problem code of a value that is valid JSON but that
 // common receivers' parsers reject or crash on.
-const codeUnsafeJSON = "unsafe_json"
 
 // unsafeJSON explains why a JSON value was refused.
 type unsafeJSON struct{ reason string }

@@ -19,45 +19,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
-
-// Stable problem codes. They are part of the API: clients switch on them.
-const (
-	codeInvalidJSON      = "invalid_json"
-	codeUnknownField     = "unknown_field"
-	codeDuplicateField   = "duplicate_field"
-	codeMissingField     = "missing_field"
-	codeInvalidField     = "invalid_field"
-	codeInvalidAmount    = "invalid_amount"
-	codeInvalidAddress   = "invalid_address"
-	codeUnknownParameter = "unknown_parameter"
-	codeInvalidParameter = "invalid_parameter"
-	codeInvalidCursor    = "invalid_cursor"
-	codeKeyMissing       = "idempotency_key_missing"
-	codeKeyInvalid       = "idempotency_key_invalid"
-	codeKeyReused        = "idempotency_key_reused"
-	codeKeyInFlight      = "idempotency_key_in_flight"
-	codeUnauthorized     = "unauthorized"
-	codeRateLimited      = "rate_limited"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeBodyTooLarge     = "body_too_large"
-	codeUnavailable      = "unavailable"
-	codeInternal         = "internal"
-	codeUnsupportedMedia = httpapi.CodeUnsupportedMediaType
-	codeInvalidQuery     = httpapi.CodeInvalidQuery
-)
-
-// problemCodes lists every code above (the OpenAPI document's enum must
-// match it).
-var problemCodes = []string{codeInvalidJSON, codeUnknownField, codeDuplicateField, codeMissingField,
-	codeInvalidField, codeInvalidAmount, codeInvalidAddress, codeUnknownParameter, codeInvalidParameter,
-	codeInvalidCursor, codeKeyMissing, codeKeyInvalid, codeKeyReused, codeKeyInFlight, codeUnauthorized,
-	codeNotFound, codeMethodNotAllowed, codeBodyTooLarge, codeUnavailable, codeInternal,
-	codeUnsafeJSON, codeWebhookNotPublic, codeSettlementReserved, codeSettlementIsContract, codeChainUnavailable,
-	codeUnknownAsset, codeUnsupportedMedia, codeInvalidQuery, codeRateLimited}
 
 // Field limits of an invoice.
 const (
@@ -78,13 +41,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *pro
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(limit)
 		}
-		return nil, problem.New(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return nil, problem.Of(problem.CodeInvalidJSON, "the request body could not be read")
 	}
 	return body, nil
 }
 
 func tooLarge(limit int64) *problem.Problem {
-	return problem.New(http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+	return problem.Of(problem.CodeBodyTooLarge,
 		fmt.Sprintf("the request body is larger than %d bytes", limit))
 }
 
@@ -92,7 +55,7 @@ func tooLarge(limit int64) *problem.Problem {
 // all in allowed, each at most once. Values are returned undecoded.
 func members(body []byte, allowed ...string) (map[string]json.RawMessage, *problem.Problem) {
 	invalid := func(detail string) *problem.Problem {
-		return problem.New(http.StatusBadRequest, codeInvalidJSON, detail)
+		return problem.Of(problem.CodeInvalidJSON, detail)
 	}
 	if !utf8.Valid(body) {
 		return nil, invalid("the request body must be UTF-8")
@@ -109,17 +72,17 @@ func members(body []byte, allowed ...string) (map[string]json.RawMessage, *probl
 		}
 		name, _ := tok.(string)
 		if !slices.Contains(allowed, name) {
-			return nil, problem.Field(codeUnknownField, name, fmt.Sprintf("unknown field %q (allowed: %s)", name, strings.Join(allowed, ", ")))
+			return nil, problem.OfField(problem.CodeUnknownField, name, fmt.Sprintf("unknown field %q (allowed: %s)", name, strings.Join(allowed, ", ")))
 		}
 		if _, dup := out[name]; dup {
-			return nil, problem.Field(codeDuplicateField, name, fmt.Sprintf("field %q appears more than once", name))
+			return nil, problem.OfField(problem.CodeDuplicateField, name, fmt.Sprintf("field %q appears more than once", name))
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, invalid("the request body is not valid JSON")
 		}
 		if err := checkInteroperable(raw, 1); err != nil {
-			return nil, problem.Field(codeUnsafeJSON, name, name+": "+err.Error()+"; such JSON breaks common parsers, so it is refused")
+			return nil, problem.OfField(problem.CodeUnsafeJSON, name, name+": "+err.Error()+"; such JSON breaks common parsers, so it is refused")
 		}
 		out[name] = raw
 	}
@@ -142,13 +105,13 @@ func stringMember(ms map[string]json.RawMessage, name string, max int) (string, 
 	}
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", problem.Field(codeInvalidField, name, name+" must be a string")
+		return "", problem.OfField(problem.CodeInvalidField, name, name+" must be a string")
 	}
 	if len(s) > max {
-		return "", problem.Field(codeInvalidField, name, fmt.Sprintf("%s must be at most %d bytes", name, max))
+		return "", problem.OfField(problem.CodeInvalidField, name, fmt.Sprintf("%s must be at most %d bytes", name, max))
 	}
 	if strings.ContainsRune(s, 0) {
-		return "", problem.Field(codeInvalidField, name, name+" must not contain NUL characters")
+		return "", problem.OfField(problem.CodeInvalidField, name, name+" must not contain NUL characters")
 	}
 	return s, nil
 }
@@ -162,7 +125,7 @@ func textMember(ms map[string]json.RawMessage, name string, max int, newlines bo
 		return "", perr
 	}
 	if reason := textProblem(s, newlines); reason != "" {
-		return "", problem.Field(codeInvalidField, name, name+" "+reason)
+		return "", problem.OfField(problem.CodeInvalidField, name, name+" "+reason)
 	}
 	return s, nil
 }
@@ -210,7 +173,7 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 		min, max := int64(s.cfg.MinExpiry/time.Second), int64(s.cfg.MaxExpiry/time.Second)
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < min || n > max {
-			return invoiceRequest{}, problem.Field(codeInvalidField, "expires_in_seconds",
+			return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "expires_in_seconds",
 				fmt.Sprintf("expires_in_seconds must be an integer from %d to %d", min, max))
 		}
 		req.expiresIn = time.Duration(n) * time.Second
@@ -224,10 +187,10 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 	if raw := ms["metadata"]; !isNull(raw) {
 		var buf bytes.Buffer
 		if raw[0] != '{' || json.Compact(&buf, raw) != nil {
-			return invoiceRequest{}, problem.Field(codeInvalidField, "metadata", "metadata must be a JSON object")
+			return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "metadata", "metadata must be a JSON object")
 		}
 		if buf.Len() > s.cfg.MaxMetadataBytes {
-			return invoiceRequest{}, problem.Field(codeInvalidField, "metadata",
+			return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "metadata",
 				fmt.Sprintf("metadata must be at most %d bytes of compact JSON", s.cfg.MaxMetadataBytes))
 		}
 		req.metadata = buf.Bytes()
@@ -240,7 +203,7 @@ func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Pro
 		if s.cfg.AllowLoopbackHTTPRedirect {
 			detail += " (or http on a loopback host)"
 		}
-		return invoiceRequest{}, problem.Field(codeInvalidField, "redirect_url", detail)
+		return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "redirect_url", detail)
 	}
 	return req, nil
 }
@@ -282,23 +245,23 @@ func validRedirectURL(s string, loopback bool) bool {
 func (s *Service) parseAmount(raw json.RawMessage) (store.Amount, *problem.Problem) {
 	const name = "amount_wei"
 	if isNull(raw) {
-		return store.Amount{}, problem.Field(codeMissingField, name, "amount_wei is required")
+		return store.Amount{}, problem.OfField(problem.CodeMissingField, name, "amount_wei is required")
 	}
 	var str string
 	if raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name,
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name,
 			`amount_wei must be a JSON string of decimal digits (wei), e.g. "1500000000000000000"`)
 	}
 	a, err := store.ParseAmount(str)
 	if err != nil {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name,
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name,
 			"amount_wei must be a whole number of wei in decimal digits, without sign, point, exponent or leading zeros")
 	}
 	if a.IsZero() {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, "amount_wei must be greater than 0")
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, "amount_wei must be greater than 0")
 	}
 	if a.Cmp(*s.cfg.MaxAmount) > 0 {
-		return store.Amount{}, problem.Field(codeInvalidAmount, name, "amount_wei must be at most "+s.cfg.MaxAmount.String())
+		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, "amount_wei must be at most "+s.cfg.MaxAmount.String())
 	}
 	return a, nil
 }
@@ -306,7 +269,7 @@ func (s *Service) parseAmount(raw json.RawMessage) (store.Amount, *problem.Probl
 // parseAddress reads a 0x-prefixed hex address. Mixed case must be a valid
 // EIP-55 checksum, which catches typos in an address that receives money.
 func parseAddressMember(name string, raw json.RawMessage) (common.Address, *problem.Problem) {
-	bad := problem.Field(codeInvalidAddress, name,
+	bad := problem.OfField(problem.CodeInvalidAddress, name,
 		name+" must be a 0x-prefixed 20-byte hex address (EIP-55 checksum when mixed case), not the zero address")
 	var str string
 	if isNull(raw) || raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
@@ -331,14 +294,14 @@ func parseAddressMember(name string, raw json.RawMessage) (common.Address, *prob
 func merchantError(err error) *problem.Problem {
 	var im *invalidMerchant
 	if !errors.As(err, &im) {
-		return problem.New(http.StatusBadRequest, codeInvalidField, "invalid merchant")
+		return problem.Of(problem.CodeInvalidField, "invalid merchant")
 	}
 	if im.detail != "" {
-		return &problem.Problem{Status: im.status, Code: im.code, Detail: im.detail, Field: im.field}
+		return problem.OfField(im.code, im.field, im.detail)
 	}
-	code := codeInvalidField
+	code := problem.CodeInvalidField
 	if im.field == "settlement_address" {
-		code = codeInvalidAddress
+		code = problem.CodeInvalidAddress
 	}
-	return problem.Field(code, im.field, im.field+" must be "+im.reason)
+	return problem.OfField(code, im.field, im.field+" must be "+im.reason)
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/http"
 	"net/url"
 	"slices"
 
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // CodeReader reads the code at an address: the one method of go-ethereum's
@@ -54,14 +54,6 @@ type MerchantRules struct {
 	Chain CodeReader
 }
 
-// Problem codes of MerchantRules refusals.
-const (
-	codeWebhookNotPublic     = "webhook_url_not_public"
-	codeSettlementReserved   = "settlement_address_reserved"
-	codeSettlementIsContract = "settlement_address_contract"
-	codeChainUnavailable     = "chain_unavailable"
-)
-
 // errChainUnavailable wraps a failed CodeAt: the check could not be made.
 var errChainUnavailable = errors.New("invoice: the chain node did not answer")
 
@@ -74,7 +66,7 @@ func (r MerchantRules) check(ctx context.Context, st DepositAddresses, webhookUR
 			return &invalidMerchant{field: "webhook_url", reason: "an absolute http(s) URL"}
 		}
 		if err := r.WebhookHost(u.Hostname()); err != nil {
-			return &invalidMerchant{field: "webhook_url", status: http.StatusUnprocessableEntity, code: codeWebhookNotPublic,
+			return &invalidMerchant{field: "webhook_url", code: problem.CodeWebhookNotPublic,
 				detail: fmt.Sprintf("webhook_url's host %q is refused: %v; webhooks are delivered only to public hosts", u.Hostname(), err)}
 		}
 	}
@@ -82,7 +74,7 @@ func (r MerchantRules) check(ctx context.Context, st DepositAddresses, webhookUR
 		return nil
 	}
 	a := *settlement
-	reserved := &invalidMerchant{field: "settlement_address", status: http.StatusUnprocessableEntity, code: codeSettlementReserved,
+	reserved := &invalidMerchant{field: "settlement_address", code: problem.CodeSettlementService,
 		detail: "settlement_address " + a.Hex() + " is an address this service holds the key of (a deposit address, the sweep wallet or the gas funder); payouts sent there would be credited to nothing. Use a wallet of your own"}
 	if slices.Contains(r.ServiceAddresses, a) {
 		return reserved
@@ -100,7 +92,7 @@ func (r MerchantRules) check(ctx context.Context, st DepositAddresses, webhookUR
 			return fmt.Errorf("%w: code at settlement address: %w", errChainUnavailable, err)
 		}
 		if len(code) > 0 {
-			return &invalidMerchant{field: "settlement_address", status: http.StatusUnprocessableEntity, code: codeSettlementIsContract,
+			return &invalidMerchant{field: "settlement_address", code: problem.CodeSettlementIsCode,
 				detail: "settlement_address " + a.Hex() + " is a contract: sweeps are plain transfers with 21,000 gas, which a contract's receive logic makes fail, so funds would stay at the deposit address. Use an externally owned account (a plain wallet address)"}
 		}
 	}

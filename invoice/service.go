@@ -387,7 +387,6 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, rules Mer
 // <reason>", 400); a MerchantRules refusal a status, code and detail.
 type invalidMerchant struct {
 	field, reason string
-	status        int
 	code, detail  string
 }
 

@@ -16,12 +16,14 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/text/language"
+
 	"github.com/evmpay/evmpay/store/httpapi"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 //go:embed page.html assets messages
@@ -92,12 +94,16 @@ func (c *Config) fill() {
 // payer's language) and GET /checkout/assets/… (its script and style). The
 // lookup token travels in the URL fragment and never reaches it.
 type Handler struct {
-	cfg    Config
-	csp    string
-	page   *template.Template
-	langs  map[string]map[string]string // language → complete catalogue
-	assets map[string]asset
-	log    *slog.Logger
+	cfg   Config
+	csp   string
+	page  *template.Template
+	langs map[string]map[string]string // language → complete catalogue
+	// order is the catalogues' languages, the default first; matcher
+	// picks among them by the payer's Accept-Language.
+	order   []string
+	matcher language.Matcher
+	assets  map[string]asset
+	log     *slog.Logger
 }
 
 type asset struct {
@@ -141,6 +147,19 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, csp: contentSecurityPolicy(cfg.FrameAncestors), page: page, langs: langs,
 		assets: map[string]asset{}, log: cfg.Logger}
+	h.order = []string{strings.ToLower(cfg.DefaultLanguage)}
+	for _, l := range h.Languages() {
+		if l != h.order[0] {
+			h.order = append(h.order, l)
+		}
+	}
+	tags := make([]language.Tag, len(h.order))
+	for i, l := range h.order {
+		if tags[i], err = language.Parse(l); err != nil {
+			return nil, fmt.Errorf("checkout: messages/%s.json: %w", l, err)
+		}
+	}
+	h.matcher = language.NewMatcher(tags)
 	err = fs.WalkDir(files, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -259,7 +278,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		problem.Reply(w, problem.CodeMethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD")
 		return
 	}
 	p := r.URL.Path
@@ -268,31 +287,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !strings.HasSuffix(p, "/checkout") {
-		http.NotFound(w, r)
+		problem.Reply(w, problem.CodeNotFound, "no such resource: "+p)
 		return
 	}
 	h.servePage(w, r)
 }
 
+// serveAsset serves an embedded asset with http.ServeContent: its ETag
+// answers If-None-Match (304), ranges and HEAD as the standard library does.
 func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
 	a, ok := h.assets[name]
 	if !ok {
-		http.NotFound(w, r)
+		problem.Reply(w, problem.CodeNotFound, "no such asset: "+name)
 		return
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", a.contentType)
 	hd.Set("ETag", a.etag)
 	hd.Set("Cache-Control", "public, max-age=300")
-	if r.Header.Get("If-None-Match") == a.etag {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	hd.Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(a.body)
-	}
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(a.body))
 }
 
 // pageConfig is what the script needs besides the invoice, in the page's
@@ -344,7 +357,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	if err := h.page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs), Langs: links}); err != nil {
 		h.log.ErrorContext(r.Context(), "checkout page", slog.String("error", err.Error()))
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		problem.Reply(w, problem.CodeInternal, "the page could not be rendered")
 		return
 	}
 	hd := w.Header()
@@ -366,43 +379,49 @@ func (h *Handler) negotiate(r *http.Request) string {
 	if l := h.match(r.URL.Query().Get("lang")); l != "" {
 		return l
 	}
+	// RFC 9110 Accept-Language, parsed and matched by x/text: weights,
+	// regions ("de-CH" is de), scripts and q=0 exclusions as its matcher
+	// ranks them. x/text refuses a whole header for one tag it does not
+	// know ("xx"), so each range is parsed alone and the unknown ones are
+	// left out.
 	type pref struct {
-		tag string
-		q   float64
+		tag language.Tag
+		q   float32
 	}
 	var prefs []pref
 	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
-		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		q := 1.0
-		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				q = f
-			}
-		}
-		if tag != "" && q > 0 {
-			prefs = append(prefs, pref{tag, q})
+		if t, q, err := language.ParseAcceptLanguage(part); err == nil && len(t) == 1 {
+			prefs = append(prefs, pref{t[0], q[0]})
 		}
 	}
-	sort.SliceStable(prefs, func(i, j int) bool { return prefs[i].q > prefs[j].q })
-	for _, p := range prefs {
-		if l := h.match(p.tag); l != "" {
-			return l
-		}
+	if len(prefs) == 0 {
+		return h.order[0]
 	}
-	return strings.ToLower(h.cfg.DefaultLanguage)
+	slices.SortStableFunc(prefs, func(a, b pref) int { return cmp.Compare(b.q, a.q) })
+	tags := make([]language.Tag, len(prefs))
+	for i, p := range prefs {
+		tags[i] = p.tag
+	}
+	_, i, conf := h.matcher.Match(tags...)
+	if conf == language.No {
+		return h.order[0]
+	}
+	return h.order[i]
 }
 
+// match is the catalogue of one language tag (the switcher's ?lang=), or ""
+// when none fits.
 func (h *Handler) match(tag string) string {
-	tag = strings.ToLower(strings.TrimSpace(tag))
 	if tag == "" || len(tag) > 35 {
 		return ""
 	}
-	if _, ok := h.langs[tag]; ok {
-		return tag
+	t, err := language.Parse(tag)
+	if err != nil {
+		return ""
 	}
-	primary, _, _ := strings.Cut(tag, "-")
-	if _, ok := h.langs[primary]; ok {
-		return primary
+	_, i, conf := h.matcher.Match(t)
+	if conf == language.No {
+		return ""
 	}
-	return ""
+	return h.order[i]
 }

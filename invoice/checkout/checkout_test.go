@@ -227,3 +227,43 @@ func TestCheckout_Method_OnlyGET(t *testing.T) {
 	require.Equal(t, "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
 		res.Header.Get("Content-Security-Policy"))
 }
+
+// The checkout answers its failures as problem JSON with a stable code, as
+// every evmpay API does (the one error table), and its assets through
+// http.ServeContent: an ETag that answers If-None-Match with 304.
+func TestCheckout_Failures_ProblemJSON_AssetsConditional(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, checkout.Config{})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{http.MethodPost, "/checkout", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{http.MethodDelete, "/checkout/assets/checkout.js", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{http.MethodGet, "/checkout/assets/nope.js", http.StatusNotFound, "not_found"},
+		{http.MethodGet, "/checkout/elsewhere", http.StatusNotFound, "not_found"},
+	} {
+		req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		require.NoError(t, err)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, tc.status, res.StatusCode, "%s %s", tc.method, tc.path)
+		require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"), "%s %s", tc.method, tc.path)
+		var p struct{ Code string }
+		require.NoError(t, json.Unmarshal(body, &p))
+		require.Equal(t, tc.code, p.Code)
+		require.NotEmpty(t, res.Header.Get("Content-Security-Policy"), "the page's headers on its problems too")
+	}
+	res, _ := get(t, srv.URL+"/checkout/assets/checkout.js", nil)
+	etag := res.Header.Get("ETag")
+	require.NotEmpty(t, etag)
+	res, body := get(t, srv.URL+"/checkout/assets/checkout.js", http.Header{"If-None-Match": {etag}})
+	require.Equal(t, http.StatusNotModified, res.StatusCode)
+	require.Empty(t, body)
+	res, _ = get(t, srv.URL+"/checkout/assets/checkout.js", http.Header{"If-None-Match": {`"other"`}})
+	require.Equal(t, http.StatusOK, res.StatusCode)
+}

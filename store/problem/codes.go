@@ -26,6 +26,7 @@ const (
 	CodeInvalidAmount     = "invalid_amount"    // an amount that is not an exact positive integer in range
 	CodeInvalidAddress    = "invalid_address"   // not an address, or a wrong EIP-55 checksum
 	CodeUnsafeJSON        = "unsafe_json"       // valid JSON that common parsers break on
+	CodeInvalidLogo       = "invalid_logo"      // a merchant logo that is not a PNG, JPEG or WebP within the size limit
 	CodeUnknownAsset      = "unknown_asset"     // an asset the service does not accept
 	CodeUnknownParameter  = "unknown_parameter" // a query parameter the endpoint does not take
 	CodeInvalidParameter  = "invalid_parameter" // a query parameter's value is not acceptable
@@ -69,7 +70,7 @@ var statuses = map[string]int{
 	CodeInvalidQuery: http.StatusBadRequest, CodeInvalidRequest: http.StatusBadRequest,
 	CodeKeyMissing: http.StatusBadRequest, CodeKeyInvalid: http.StatusBadRequest,
 	CodeInvalidBlockID: http.StatusBadRequest, CodeInvalidHash: http.StatusBadRequest,
-	CodeInvalidLimit: http.StatusBadRequest,
+	CodeInvalidLimit: http.StatusBadRequest, CodeInvalidLogo: http.StatusBadRequest,
 	CodeUnauthorized: http.StatusUnauthorized,
 	CodeNotFound:     http.StatusNotFound, CodeBlockNotFound: http.StatusNotFound, CodeTxNotFound: http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,

@@ -30,16 +30,6 @@ type Problem struct {
 	Field  string // the request member or parameter at fault, if any
 }
 
-// New returns a problem with a status, a code and a detail.
-func New(status int, code, detail string) *Problem {
-	return &Problem{Status: status, Code: code, Detail: detail}
-}
-
-// Field returns a 400 problem about one request member or parameter.
-func Field(code, field, detail string) *Problem {
-	return &Problem{Status: http.StatusBadRequest, Code: code, Detail: detail, Field: field}
-}
-
 // Error returns "code: detail".
 func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
 
@@ -74,10 +64,4 @@ func Write(w http.ResponseWriter, p *Problem) {
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
-}
-
-// Respond writes a problem built from its parts: a shorthand for
-// Write(w, New(status, code, detail)).
-func Respond(w http.ResponseWriter, status int, code, detail string) {
-	Write(w, New(status, code, detail))
 }

@@ -13,7 +13,7 @@ import (
 
 func TestWrite_RFC9457BodyWithCodeAndField(t *testing.T) {
 	rec := httptest.NewRecorder()
-	problem.Write(rec, problem.Field("invalid_amount", "amount_wei", "amount_wei must be a decimal string"))
+	problem.Write(rec, problem.OfField(problem.CodeInvalidAmount, "amount_wei", "amount_wei must be a decimal string"))
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	require.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
@@ -27,12 +27,12 @@ func TestWrite_RFC9457BodyWithCodeAndField(t *testing.T) {
 
 func TestWrite_401CarriesBearerChallenge(t *testing.T) {
 	rec := httptest.NewRecorder()
-	problem.Respond(rec, http.StatusUnauthorized, "unauthorized", "")
+	problem.Reply(rec, problem.CodeUnauthorized, "")
 	require.Equal(t, `Bearer realm="evmpay"`, rec.Header().Get("WWW-Authenticate"))
 	require.JSONEq(t, `{"type":"urn:evmpay:problem:unauthorized","title":"Unauthorized","status":401,"code":"unauthorized"}`, rec.Body.String())
 }
 
 func TestProblem_IsAnError(t *testing.T) {
-	var err error = problem.New(http.StatusNotFound, "not_found", "no such invoice")
+	var err error = problem.Of(problem.CodeNotFound, "no such invoice")
 	require.EqualError(t, err, "not_found: no such invoice")
 }
