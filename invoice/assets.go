@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // DefaultNativeSymbol is the native coin's symbol when Config.Assets names
 // none.
-const DefaultNativeSymbol = "ETH"
+const DefaultNativeSymbol = api.DefaultNativeSymbol
 
 // assetSet is the assets invoices may be for, by symbol (case-insensitive)
 // and by token address.

@@ -90,8 +90,14 @@ func TestCreateInvoice_AmountWeiRequestWithTokensConfigured_Unchanged(t *testing
 		delete(jb, k)
 	}
 	require.Equal(t, ja, jb, "a native invoice looks the same whether tokens are configured or not")
-	require.NotContains(t, jb, "asset")
+	// Every invoice carries its asset and amounts; a native one keeps
+	// amount_wei and paid_wei as aliases (issue #24).
+	require.Equal(t, map[string]any{"symbol": "ETH", "address": nil, "decimals": float64(18)}, jb["asset"])
 	require.Equal(t, "1000000000000000000", jb["amount_wei"])
+	require.Equal(t, jb["amount_wei"], jb["amount"])
+	require.Equal(t, "1", jb["amount_formatted"])
+	require.Equal(t, "0", jb["paid"])
+	require.Equal(t, jb["paid_wei"], jb["paid"])
 }
 
 func TestCreateInvoice_BadTokenRequests_ProblemsAndNothingWritten(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -27,10 +29,11 @@ type invoiceRequest struct {
 	redirectURL string
 }
 
-// invoiceView is the invoice as the merchant API shows it: the store's JSON
-// form plus the QR URLs, and the lookup token in a create response only.
+// invoiceView is the invoice as the merchant API shows it (api.Invoice)
+// with the QR URLs, and the lookup token and checkout URL in a create
+// response only.
 type invoiceView struct {
-	store.Invoice
+	api.Invoice
 	QRPNGURL    string `json:"qr_png_url"`
 	QRSVGURL    string `json:"qr_svg_url"`
 	LookupToken string `json:"lookup_token,omitempty"`
@@ -39,26 +42,9 @@ type invoiceView struct {
 	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
-// MarshalJSON is the invoice's JSON as events carry it
-// (store.MarshalInvoiceJSON: EIP-55 addresses; a token invoice with its
-// asset and amounts) with the view's members. Without it the embedded
-// record's MarshalJSON would be promoted and drop them.
-func (v invoiceView) MarshalJSON() ([]byte, error) {
-	inv, err := store.MarshalInvoiceJSON(v.Invoice)
-	if err != nil {
-		return nil, err
-	}
-	return joinJSON(inv, struct {
-		QRPNGURL    string `json:"qr_png_url"`
-		QRSVGURL    string `json:"qr_svg_url"`
-		LookupToken string `json:"lookup_token,omitempty"`
-		CheckoutURL string `json:"checkout_url,omitempty"`
-	}{v.QRPNGURL, v.QRSVGURL, v.LookupToken, v.CheckoutURL})
-}
-
 func (s *Service) view(inv store.Invoice) invoiceView {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
-	return invoiceView{Invoice: inv, QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
+	return invoiceView{Invoice: api.NewInvoice(inv), QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
 }
 
 // response is what a create request answers, first or replayed.
@@ -218,9 +204,7 @@ func (s *Service) newInvoice(j *createJob) *store.Invoice {
 		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
 	}
-	if !j.req.asset.IsNative() {
-		inv.SetAsset(j.req.asset)
-	}
+	inv.SetAsset(j.req.asset) // the native coin too: its symbol is in the invoice's JSON
 	return inv
 }
 
@@ -230,7 +214,7 @@ func (s *Service) completion(j *createJob, inv *store.Invoice) ([]byte, store.Id
 	v := s.view(*inv)
 	v.LookupToken = j.token
 	v.CheckoutURL = s.cfg.CheckoutURL + "#" + j.token
-	body, err := v.MarshalJSON() // what json.Marshal(v) writes, without compacting it again
+	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, store.IdempotencyRecord{}, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -65,7 +66,7 @@ func TestAddresses_InvoiceMerchantAndPublicRead_EIP55(t *testing.T) {
 	// Webhook event data is a snapshot of the stored invoice.
 	inv, err := e.st.GetInvoice(ctx, int64(created["id"].(float64)))
 	require.NoError(t, err)
-	ev, err := store.NewInvoiceEvent(store.EventInvoicePaid, inv, t0)
+	ev, err := api.InvoiceEvent(store.EventInvoicePaid, inv, t0, nil)
 	require.NoError(t, err)
 	var data map[string]any
 	require.NoError(t, json.Unmarshal(ev.Data, &data))

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/holiman/uint256"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
@@ -436,59 +436,20 @@ func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// merchantView is the merchant profile; api_key and webhook_secret appear
-// only in the responses that create them.
+// merchantView is the merchant profile (api.Merchant); api_key and
+// webhook_secret appear only in the responses that create them.
 type merchantView struct {
-	store.Merchant
+	api.Merchant
 	APIKey        string `json:"api_key,omitempty"`
 	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
-// MarshalJSON is the merchant's JSON (store.Merchant's, addresses in
-// EIP-55) with the credentials shown once. Without it the embedded
-// record's MarshalJSON would be promoted and drop them.
-func (v merchantView) MarshalJSON() ([]byte, error) {
-	return joinObjects(v.Merchant, struct {
-		APIKey        string `json:"api_key,omitempty"`
-		WebhookSecret string `json:"webhook_secret,omitempty"`
-	}{v.APIKey, v.WebhookSecret})
-}
-
-// joinObjects marshals a and b, two values whose JSON is an object, into
-// one object with the members of both.
-func joinObjects(a, b any) ([]byte, error) {
-	ja, err := json.Marshal(a)
-	if err != nil {
-		return nil, err
-	}
-	return joinJSON(ja, b)
-}
-
-// joinJSON is joinObjects for an a already marshalled (compact, as
-// json.Marshal writes it).
-func joinJSON(ja []byte, b any) ([]byte, error) {
-	jb, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	if len(ja) < 2 || ja[0] != '{' || len(jb) < 2 || jb[0] != '{' {
-		return nil, errors.New("invoice: joinObjects needs two JSON objects")
-	}
-	switch {
-	case len(jb) == 2:
-		return ja, nil
-	case len(ja) == 2:
-		return jb, nil
-	}
-	out := make([]byte, 0, len(ja)+len(jb))
-	out = append(out, ja[:len(ja)-1]...)
-	out = append(out, ',')
-	return append(out, jb[1:]...), nil
-}
+// merchantJSON is a merchant's view without credentials.
+func merchantJSON(m store.Merchant) merchantView { return merchantView{Merchant: api.NewMerchant(m)} }
 
 func (s *Service) handleGetMerchant(w http.ResponseWriter, r *http.Request) {
 	if m, ok := s.merchant(w, r); ok {
-		writeJSON(w, http.StatusOK, merchantView{Merchant: m})
+		writeJSON(w, http.StatusOK, merchantJSON(m))
 	}
 }
 
@@ -559,7 +520,7 @@ func (s *Service) handleUpdateMerchant(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, merchantView{Merchant: updated})
+	writeJSON(w, http.StatusOK, merchantJSON(updated))
 }
 
 func (s *Service) handleRotateAPIKey(w http.ResponseWriter, r *http.Request) {
@@ -581,7 +542,7 @@ func (s *Service) rotateAPIKey(w http.ResponseWriter, r *http.Request, id int64,
 		return
 	}
 	s.log.InfoContext(r.Context(), "api key rotated", slog.Int64("merchant_id", id))
-	writeJSON(w, http.StatusOK, merchantView{Merchant: updated, APIKey: key})
+	writeJSON(w, http.StatusOK, merchantView{Merchant: api.NewMerchant(updated), APIKey: key})
 }
 
 func (s *Service) handleRotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
@@ -595,7 +556,7 @@ func (s *Service) handleRotateWebhookSecret(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	s.log.InfoContext(r.Context(), "webhook secret rotated", slog.Int64("merchant_id", m.ID))
-	writeJSON(w, http.StatusOK, merchantView{Merchant: updated, WebhookSecret: secret})
+	writeJSON(w, http.StatusOK, merchantView{Merchant: api.NewMerchant(updated), WebhookSecret: secret})
 }
 
 // operator checks the admin bearer token in constant time. With no
@@ -638,7 +599,7 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 	}
 	s.log.InfoContext(r.Context(), "merchant created", slog.Int64("merchant_id", created.Merchant.ID))
 	w.Header().Set("Location", s.cfg.BaseURL+"/v1/admin/merchants/"+strconv.FormatInt(created.Merchant.ID, 10))
-	writeJSON(w, http.StatusCreated, merchantView{Merchant: created.Merchant, APIKey: created.APIKey,
+	writeJSON(w, http.StatusCreated, merchantView{Merchant: api.NewMerchant(created.Merchant), APIKey: created.APIKey,
 		WebhookSecret: created.WebhookSecret})
 }
 
@@ -658,7 +619,7 @@ func (s *Service) handleAdminGetMerchant(w http.ResponseWriter, r *http.Request)
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, merchantView{Merchant: m})
+	writeJSON(w, http.StatusOK, merchantJSON(m))
 }
 
 func (s *Service) handleAdminRotateAPIKey(w http.ResponseWriter, r *http.Request) {

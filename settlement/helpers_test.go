@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
 )
@@ -204,13 +205,13 @@ func (f *fixture) events(id int64) []string {
 }
 
 // lastEvent returns the invoice snapshot of the invoice's newest event.
-func (f *fixture) lastEvent(id int64) (string, store.Invoice) {
+func (f *fixture) lastEvent(id int64) (string, api.Invoice) {
 	f.t.Helper()
 	evs, err := f.st.ListEventsByInvoice(ctx, id)
 	require.NoError(f.t, err)
 	require.NotEmpty(f.t, evs)
 	e := evs[len(evs)-1]
-	var snap store.Invoice
+	var snap api.Invoice
 	require.NoError(f.t, json.Unmarshal(e.Data, &snap))
 	return e.Type, snap
 }

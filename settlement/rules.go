@@ -1,11 +1,8 @@
 package settlement
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/holiman/uint256"
 
 	"github.com/evmpay/evmpay/store"
@@ -215,56 +212,4 @@ func applyExpire(inv store.Invoice, now time.Time) (store.Invoice, string) {
 	next.Status = store.StatusExpired
 	next.UpdatedAt = now
 	return next, store.EventInvoiceExpired
-}
-
-// wrongAssetPayment is one payment in another asset than its invoice's, as
-// the invoice.wrong_asset event names it.
-type wrongAssetPayment struct {
-	Asset           store.Asset  `json:"asset"`
-	Amount          store.Amount `json:"amount"`
-	AmountFormatted string       `json:"amount_formatted,omitempty"`
-	TxHash          common.Hash  `json:"tx_hash"`
-	LogIndex        *int         `json:"log_index,omitempty"`
-	BlockNumber     uint64       `json:"block_number"`
-}
-
-// withWrongAssetPayments adds to an invoice.wrong_asset event's data (the
-// invoice snapshot) the member "wrong_asset_payments": what arrived, in
-// which asset, in which transaction. assets name and format the asset;
-// one not among them is named by its token address alone.
-func withWrongAssetPayments(data []byte, ps []store.Payment, assets []store.Asset) ([]byte, error) {
-	out := make([]wrongAssetPayment, 0, len(ps))
-	for _, p := range ps {
-		a := store.Asset{Address: p.Token}
-		known := false
-		for _, c := range assets {
-			if store.SameToken(c.Token(), p.Token) {
-				a, known = c, true
-				break
-			}
-		}
-		if a.IsNative() && !known {
-			a.Decimals = store.NativeDecimals
-			known = true
-		}
-		w := wrongAssetPayment{Asset: a, Amount: p.AmountWei, TxHash: p.TxHash, BlockNumber: p.BlockNumber}
-		if known {
-			w.AmountFormatted = a.Format(p.AmountWei)
-		}
-		if p.LogIndex != store.NativeLogIndex {
-			li := p.LogIndex
-			w.LogIndex = &li
-		}
-		out = append(out, w)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("wrong_asset event data: %w", err)
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	m["wrong_asset_payments"] = b
-	return json.Marshal(m)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // errNotCanonical: the block settlement is about to build on is no longer
@@ -415,14 +416,19 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 	)
 	for i, inv := range w.updated {
 		for j, typ := range w.events[i] {
-			ev, err := store.NewInvoiceEvent(typ, *inv, now)
+			var extra map[string]any
+			if typ == store.EventInvoiceWrongAsset {
+				// What arrived: the asset, amount and transaction of each
+				// payment in another asset.
+				ps := make([]api.Payment, len(w.wrong[i]))
+				for j, p := range w.wrong[i] {
+					ps[j] = api.NewPayment(p, s.cfg.Assets...)
+				}
+				extra = map[string]any{"wrong_asset_payments": ps}
+			}
+			ev, err := api.InvoiceEvent(typ, *inv, now, extra)
 			if err != nil {
 				return nil, err
-			}
-			if typ == store.EventInvoiceWrongAsset {
-				if ev.Data, err = withWrongAssetPayments(ev.Data, w.wrong[i], s.cfg.Assets); err != nil {
-					return nil, err
-				}
 			}
 			evs = append(evs, ev)
 			from := w.old[i].Status

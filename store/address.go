@@ -70,25 +70,6 @@ func ParseAddress(s string) (common.Address, error) {
 // ChecksumAddress (a field of the outer struct wins over the embedded
 // one's of the same name). Field order in the JSON is not significant.
 
-// MarshalJSON shows settlement_address in EIP-55.
-func (m Merchant) MarshalJSON() ([]byte, error) {
-	type plain Merchant
-	return json.Marshal(struct {
-		plain
-		SettlementAddress ChecksumAddress `json:"settlement_address"`
-	}{plain(m), ChecksumAddress(m.SettlementAddress)})
-}
-
-// MarshalJSON shows deposit_address in EIP-55 (webhook event data is this
-// form).
-func (inv Invoice) MarshalJSON() ([]byte, error) {
-	type plain Invoice
-	return json.Marshal(struct {
-		plain
-		DepositAddress ChecksumAddress `json:"deposit_address"`
-	}{plain(inv), ChecksumAddress(inv.DepositAddress)})
-}
-
 // MarshalJSON shows miner in EIP-55.
 func (b Block) MarshalJSON() ([]byte, error) {
 	type plain Block

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
@@ -49,7 +48,7 @@ func jsonNames(v any) []string {
 func TestRecordJSON_EveryAddress_EIP55(t *testing.T) {
 	t.Parallel()
 	records := map[string]any{
-		"Merchant": &store.Merchant{}, "Invoice": &store.Invoice{}, "Block": &store.Block{},
+		"Block":       &store.Block{},
 		"Transaction": &store.Transaction{}, "Payment": &store.Payment{}, "SweepTx": &store.SweepTx{},
 		"TokenTransfer": &store.TokenTransfer{},
 	}
@@ -69,23 +68,6 @@ func TestRecordJSON_EveryAddress_EIP55(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(b), mixed.Hex(), name)
 	}
-}
-
-func TestInvoiceEvent_DataAddress_EIP55(t *testing.T) {
-	t.Parallel()
-	ev, err := store.NewInvoiceEvent(store.EventInvoicePaid, store.Invoice{ID: 7, DepositAddress: mixed}, time.Now())
-	require.NoError(t, err)
-	var data struct {
-		ID             int64  `json:"id"`
-		DepositAddress string `json:"deposit_address"`
-	}
-	require.NoError(t, json.Unmarshal(ev.Data, &data))
-	require.Equal(t, mixed.Hex(), data.DepositAddress)
-	require.EqualValues(t, 7, data.ID)
-
-	var back store.Invoice
-	require.NoError(t, json.Unmarshal(ev.Data, &back), "the snapshot reads back into the record")
-	require.Equal(t, mixed, back.DepositAddress)
 }
 
 func TestTransactionJSON_ContractCreation_ToNull(t *testing.T) {

@@ -18,7 +18,7 @@
 //		if err := tx.UpdateInvoice(ctx, &inv); err != nil {
 //			return err
 //		}
-//		ev, err := store.NewInvoiceEvent(store.EventInvoicePaid, inv, now)
+//		ev, err := api.InvoiceEvent(store.EventInvoicePaid, inv, now, nil)
 //		if err != nil {
 //			return err
 //		}

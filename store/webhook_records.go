@@ -38,16 +38,6 @@ type Event struct {
 	DispatchedAt *time.Time `db:"dispatched_at" json:"-"`
 }
 
-// NewInvoiceEvent returns an event of type typ whose data is a snapshot of
-// inv (MarshalInvoiceJSON: a token invoice carries its asset).
-func NewInvoiceEvent(typ string, inv Invoice, at time.Time) (Event, error) {
-	data, err := MarshalInvoiceJSON(inv)
-	if err != nil {
-		return Event{}, err
-	}
-	return Event{Type: typ, MerchantID: inv.MerchantID, InvoiceID: inv.ID, Data: data, CreatedAt: at}, nil
-}
-
 // Delivery statuses.
 const (
 	DeliveryPending   = "PENDING"

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // Sweeper moves confirmed invoices' funds to their merchants' settlement
@@ -332,7 +333,7 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 		if event == "" {
 			return nil
 		}
-		ev, err := store.NewInvoiceEvent(event, inv, now)
+		ev, err := api.InvoiceEvent(event, inv, now, nil)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	evmpayapi "github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -58,9 +59,10 @@ func TestDeliver_SignedStandardWebhook(t *testing.T) {
 			require.True(t, ev.CreatedAt.Equal(body.CreatedAt))
 			require.JSONEq(t, string(ev.Data), string(body.Data), "data is the invoice snapshot")
 			require.NotContains(t, string(r.body), "lookup_token")
-			var inv store.Invoice
+			var inv evmpayapi.Invoice
 			require.NoError(t, json.Unmarshal(body.Data, &inv))
 			require.Equal(t, ev.InvoiceID, inv.ID)
+			require.Equal(t, "1500000000000000000", inv.Amount.String())
 			require.Equal(t, "1500000000000000000", inv.AmountWei.String())
 
 			require.Error(t, webhook.Verify(newSecret(t), r.header, r.body, 0, clk.Now()), "another secret does not verify")

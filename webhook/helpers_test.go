@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	evmpayapi "github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
@@ -176,7 +177,7 @@ func newEvent(t testing.TB, st store.Store, merchantID int64, typ string, at tim
 		if err := tx.CreateInvoice(ctx, &inv); err != nil {
 			return err
 		}
-		ev, err = store.NewInvoiceEvent(typ, inv, at)
+		ev, err = evmpayapi.InvoiceEvent(typ, inv, at, nil)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/sqlite"
 )
 
@@ -120,10 +121,11 @@ func run(ctx context.Context, dbPath string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	deposit := common.Address(inv.DepositAddress)
 	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
 		ChainID: big.NewInt(1337), Nonce: 0, GasTipCap: big.NewInt(1e9),
 		GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), big.NewInt(1e9)),
-		Gas:       21_000, To: &inv.DepositAddress, Value: inv.AmountWei.Big(),
+		Gas:       21_000, To: &deposit, Value: inv.Amount.Big(),
 	}), types.LatestSignerForChainID(big.NewInt(1337)), payer)
 	if err != nil {
 		return err
@@ -161,24 +163,24 @@ func run(ctx context.Context, dbPath string, out io.Writer) error {
 }
 
 // createInvoice POSTs /v1/invoices and decodes the answer.
-func createInvoice(base, apiKey, amountWei string) (store.Invoice, error) {
+func createInvoice(base, apiKey, amountWei string) (api.Invoice, error) {
 	req, err := http.NewRequest("POST", base+"/v1/invoices", strings.NewReader(`{"amount_wei":"`+amountWei+`"}`))
 	if err != nil {
-		return store.Invoice{}, err
+		return api.Invoice{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Idempotency-Key", "example-1")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return store.Invoice{}, err
+		return api.Invoice{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		b, _ := io.ReadAll(resp.Body)
-		return store.Invoice{}, fmt.Errorf("create invoice: %s: %s", resp.Status, b)
+		return api.Invoice{}, fmt.Errorf("create invoice: %s: %s", resp.Status, b)
 	}
-	var inv store.Invoice
+	var inv api.Invoice
 	return inv, json.NewDecoder(resp.Body).Decode(&inv)
 }
 

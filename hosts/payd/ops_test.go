@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/webhook"
@@ -42,7 +43,7 @@ func failDelivery(t *testing.T, st store.Store, merchantID int64, attempts int, 
 		if err := tx.CreateInvoice(ctx, &inv); err != nil {
 			return err
 		}
-		if ev, err = store.NewInvoiceEvent(store.EventInvoicePaid, inv, now); err != nil {
+		if ev, err = api.InvoiceEvent(store.EventInvoicePaid, inv, now, nil); err != nil {
 			return err
 		}
 		return tx.InsertEvent(ctx, &ev)

@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/sqlite"
 )
 
@@ -49,7 +50,7 @@ func ExampleOpen() {
 			return err
 		}
 		invoiceID = inv.ID
-		ev, err := store.NewInvoiceEvent("invoice.created", inv, now)
+		ev, err := api.InvoiceEvent("invoice.created", inv, now, nil)
 		if err != nil {
 			return err
 		}

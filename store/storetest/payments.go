@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 func settlementTests() []test {
@@ -585,9 +586,9 @@ func testUpdateInvoiceStatesConflict(t *testing.T, st store.Store) {
 func testInsertEvents(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	inv := newInvoice(t, st, m.ID)
-	e1, err := store.NewInvoiceEvent(store.EventInvoicePaid, inv, now())
+	e1, err := api.InvoiceEvent(store.EventInvoicePaid, inv, now(), nil)
 	require.NoError(t, err)
-	e2, err := store.NewInvoiceEvent(store.EventInvoiceConfirmed, inv, now().Add(time.Second))
+	e2, err := api.InvoiceEvent(store.EventInvoiceConfirmed, inv, now().Add(time.Second), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.InsertEvents(ctx, []store.Event{e1, e2}) }))
 	require.NoError(t, st.InsertEvents(ctx, nil))

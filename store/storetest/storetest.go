@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // test is one conformance test; each file of the suite lists its own.
@@ -146,7 +147,7 @@ func newInvoice(t *testing.T, st store.Tx, merchantID int64, mutate ...func(*sto
 
 func newEvent(t *testing.T, st store.Tx, inv store.Invoice, typ string) store.Event {
 	t.Helper()
-	ev, err := store.NewInvoiceEvent(typ, inv, now())
+	ev, err := api.InvoiceEvent(typ, inv, now(), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.InsertEvent(ctx, &ev))
 	require.NotZero(t, ev.ID)
