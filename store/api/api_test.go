@@ -45,7 +45,7 @@ func invoiceRow() store.Invoice {
 	return store.Invoice{ID: 7, MerchantID: 3, Status: store.StatusPending,
 		AmountWei: store.MustParseAmount("750000000000000001"), PaidWei: store.MustParseAmount("250000000000000000"),
 		ChainID: 262144, DepositAddress: deposit, DerivationIndex: 41,
-		PaymentURI: "ethereum:0x70997970C51812dc3A010C7d01b50e0d17dc79C8@262144?value=750000000000000001",
+		PaymentURI:      "ethereum:0x70997970C51812dc3A010C7d01b50e0d17dc79C8@262144?value=750000000000000001",
 		LookupTokenHash: []byte{1, 2, 3}, Underpaid: true, ExpiresAt: at.Add(15 * time.Minute),
 		CreatedAt: at, UpdatedAt: at.Add(time.Minute), SweepStatus: store.SweepNone, Version: 3}
 }
