@@ -113,3 +113,25 @@ func TestLayering_ProductionPaydHasNoDevChainOrTestTools(t *testing.T) {
 		}
 	}
 }
+
+// An embedder's build never needs the tools only the module's own tests use
+// (the browser driver, the OpenAPI validator, the QR decoder): no library
+// package depends on them, so a build that imports the library downloads
+// none of their code (checked by hand with a fresh GOMODCACHE:
+// docs/architecture.md).
+func TestLayering_LibraryNeedsNoTestTools(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}",
+		"./store/...", "./hdwallet/...", "./invoice/...", "./settlement/...", "./sweep/...", "./webhook/...",
+		"./indexer/...", "./rpcproxy/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, module+"invoice")
+	for _, d := range deps {
+		for _, tool := range []string{"github.com/chromedp/", "github.com/pb33f/", "github.com/makiuchi-d/gozxing"} {
+			require.False(t, strings.HasPrefix(d, tool), "a library package depends on the test tool %s", d)
+		}
+	}
+}
