@@ -98,3 +98,37 @@ func TestRotation_RetiredKeyStillInUse(t *testing.T) {
 	require.ErrorContains(t, err, "still the sweep wallet or the gas funder")
 	require.ErrorContains(t, err, e.sweepWallet().Hex())
 }
+
+// TestRotation_StuckFundingOfTheRetiredWallet_ReplacedByItsOwnKey: the
+// sweep wallet is rotated while its funding sits in the node's pool,
+// underpriced, never mined. The replacement (same account, same nonce) is
+// signed by the retired key — the new wallet could not sign for that
+// account — and the sweep completes; the retired wallet then drains.
+func TestRotation_StuckFundingOfTheRetiredWallet_ReplacedByItsOwnKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	old := e.sweeper(Config{Confirmations: 1, ReplaceAfterBlocks: 2})
+	low := lowTip(e, old)
+	low.Store(true)
+	require.NoError(t, old.RunOnce(ctx))
+	stuck := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+	require.Equal(t, e.sweepWallet(), stuck.From)
+
+	newWallet, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	keys := Keys{Deposits: e.wallet, Wallet: NewKeySigner(newWallet), Funder: NewKeySigner(e.funderKey),
+		Retired: []Retired{{Key: NewKeySigner(e.sweepKey), To: crypto.PubkeyToAddress(newWallet.PublicKey)}}}
+	s, err := New(e.st, e.client, keys, Config{Confirmations: 1, ReplaceAfterBlocks: 2, Now: e.clock.Now})
+	require.NoError(t, err)
+
+	e.drive(20, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+	fs := e.sweepTxs(inv.ID, store.SweepTxFunding)
+	require.GreaterOrEqual(t, len(fs), 2, "the stuck funding was replaced")
+	require.Equal(t, store.SweepTxReplaced, fs[0].Status)
+	require.Equal(t, stuck.Nonce, fs[1].Nonce, "same nonce")
+	require.Equal(t, e.sweepWallet(), fs[1].From, "from the retired wallet's account, signed by its key")
+	require.True(t, e.mined(fs[1]))
+	require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
@@ -89,7 +90,8 @@ func (s *Sweeper) resign(ctx context.Context, p *pass, live *store.SweepTx, f fe
 	}
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: live.Kind, invoiceID: live.InvoiceID, from: live.From, to: live.To, value: live.ValueWei.Big(),
-		data: tx.Data(), gas: live.GasLimit, fee: f, nonce: live.Nonce, sign: sign, replaces: live, invoice: g,
+		data: tx.Data(), gas: live.GasLimit, fee: f, nonce: live.Nonce, sign: s.retiredSigner(live.From, sign),
+		replaces: live, invoice: g,
 	})
 	if err == nil {
 		s.m.replaced.WithLabelValues(rec.Kind).Inc()
@@ -136,3 +138,19 @@ func (s *Sweeper) stopReplacing(ctx context.Context, t *store.SweepTx, reason st
 
 // signFunc signs a transaction for one account.
 type signFunc func(ctx context.Context, tx *types.Transaction) (*types.Transaction, error)
+
+// retiredSigner is the signer of a replacement of a transaction sent from
+// from: the retired key's own when from is a key rotated out while the
+// transaction was in flight (the replacement must come from the same
+// account and nonce), sign otherwise.
+func (s *Sweeper) retiredSigner(from common.Address, sign signFunc) signFunc {
+	for _, r := range s.keys.Retired {
+		if r.Key != nil && r.Key.Address() == from {
+			key := r.Key
+			return func(ctx context.Context, tx *types.Transaction) (*types.Transaction, error) {
+				return key.SignTx(ctx, tx, s.signer)
+			}
+		}
+	}
+	return sign
+}
