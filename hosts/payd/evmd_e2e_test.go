@@ -48,7 +48,6 @@ import (
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/rpcreplay"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
-	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
@@ -604,49 +603,6 @@ func (r *evmdRig) recordSendErrors() {
 	r.manifest.SendErrors = errs
 }
 
-// evmdSendError is one refusal evmd answered to eth_sendRawTransaction and
-// the sweep's class for it.
-type evmdSendError struct {
-	What    string `json:"what"`
-	Class   string `json:"class"`
-	Message string `json:"message"`
-}
-
-// evmdManifest says what the recorded run did, for the replay test.
-type evmdManifest struct {
-	ChainID  uint64        `json:"chain_id"`
-	Tokens   []evmdToken   `json:"tokens"`
-	Invoices []evmdInvoice `json:"invoices"`
-	// SendErrors are evmd's refusals of transactions.
-	SendErrors []evmdSendError `json:"send_errors"`
-	// Head is the highest block the recorded indexer fetched.
-	Head uint64 `json:"head"`
-}
-
-type evmdToken struct {
-	Symbol   string `json:"symbol"`
-	Address  string `json:"address"`
-	Decimals int    `json:"decimals"`
-}
-
-// evmdInvoice is an invoice of the recorded run as the API showed it when
-// it was SETTLED.
-type evmdInvoice struct {
-	ID             int64           `json:"id"`
-	DepositAddress string          `json:"deposit_address"`
-	Asset          json.RawMessage `json:"asset,omitempty"`
-	Amount         string          `json:"amount"`
-	Paid           string          `json:"paid"`
-	Underpaid      bool            `json:"underpaid"`
-	Overpaid       bool            `json:"overpaid"`
-	NeedsAttention bool            `json:"needs_attention"`
-	CreatedAt      time.Time       `json:"created_at"`
-	ExpiresAt      time.Time       `json:"expires_at"`
-	// SweepTxs are the transactions the sweep stored for the invoice:
-	// settlement never takes them for payments.
-	SweepTxs []store.SweepTx `json:"sweep_txs"`
-}
-
 // note keeps an invoice for the manifest.
 func (r *evmdRig) note(id int64, created, settled map[string]any) {
 	amount, _ := created["amount"].(string)
@@ -693,7 +649,7 @@ func (r *evmdRig) saveRecording() {
 	}
 	r.manifest.ChainID = r.node.chainID
 	for _, tok := range []*testtoken.Token{r.usdc, r.usdt} {
-		r.manifest.Tokens = append(r.manifest.Tokens, evmdToken{Symbol: tok.Symbol, Address: tok.Address.Hex(), Decimals: int(tok.Decimals)})
+		r.manifest.Tokens = append(r.manifest.Tokens, evmdToken{Symbol: tok.Symbol, Address: tok.Address.Hex(), Decimals: tok.Decimals})
 	}
 	dir := filepath.Join("testdata", "evmd")
 	require.NoError(t, os.MkdirAll(dir, 0o755))

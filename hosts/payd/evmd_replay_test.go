@@ -28,35 +28,50 @@ import (
 // scripts/evmd-e2e.sh, and the manifest of that run's invoices.
 type evmdRecording struct {
 	calls    []rpcreplay.Call
-	manifest evmdReplayManifest
+	manifest evmdManifest
 }
 
-type evmdReplayManifest struct {
-	ChainID uint64 `json:"chain_id"`
-	Tokens  []struct {
-		Symbol   string `json:"symbol"`
-		Address  string `json:"address"`
-		Decimals uint8  `json:"decimals"`
-	} `json:"tokens"`
-	Invoices []struct {
-		ID             int64           `json:"id"`
-		DepositAddress string          `json:"deposit_address"`
-		Asset          json.RawMessage `json:"asset"`
-		Amount         string          `json:"amount"`
-		Paid           string          `json:"paid"`
-		Underpaid      bool            `json:"underpaid"`
-		Overpaid       bool            `json:"overpaid"`
-		NeedsAttention bool            `json:"needs_attention"`
-		CreatedAt      time.Time       `json:"created_at"`
-		ExpiresAt      time.Time       `json:"expires_at"`
-		SweepTxs       []store.SweepTx `json:"sweep_txs"`
-	} `json:"invoices"`
-	SendErrors []struct {
-		What    string `json:"what"`
-		Class   string `json:"class"`
-		Message string `json:"message"`
-	} `json:"send_errors"`
+// evmdSendError is one refusal evmd answered to eth_sendRawTransaction and
+// the sweep's class for it.
+type evmdSendError struct {
+	What    string `json:"what"`
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+// evmdManifest says what the recorded run did, for the replay test.
+type evmdManifest struct {
+	ChainID  uint64        `json:"chain_id"`
+	Tokens   []evmdToken   `json:"tokens"`
+	Invoices []evmdInvoice `json:"invoices"`
+	// SendErrors are evmd's refusals of transactions.
+	SendErrors []evmdSendError `json:"send_errors"`
+	// Head is the highest block the recorded indexer fetched.
 	Head uint64 `json:"head"`
+}
+
+type evmdToken struct {
+	Symbol   string `json:"symbol"`
+	Address  string `json:"address"`
+	Decimals uint8  `json:"decimals"`
+}
+
+// evmdInvoice is an invoice of the recorded run as the API showed it when
+// it was SETTLED.
+type evmdInvoice struct {
+	ID             int64           `json:"id"`
+	DepositAddress string          `json:"deposit_address"`
+	Asset          json.RawMessage `json:"asset,omitempty"`
+	Amount         string          `json:"amount"`
+	Paid           string          `json:"paid"`
+	Underpaid      bool            `json:"underpaid"`
+	Overpaid       bool            `json:"overpaid"`
+	NeedsAttention bool            `json:"needs_attention"`
+	CreatedAt      time.Time       `json:"created_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+	// SweepTxs are the transactions the sweep stored for the invoice:
+	// settlement never takes them for payments.
+	SweepTxs []store.SweepTx `json:"sweep_txs"`
 }
 
 func loadEvmdRecording(t *testing.T) evmdRecording {
