@@ -32,7 +32,7 @@ func TestInvoice_PendingPaidConfirmedSettled(t *testing.T) {
 	env.WaitInvoice(inv.ID, store.StatusConfirmed)
 	settled := env.WaitInvoice(inv.ID, store.StatusSettled) // mines while the sweep runs
 	require.Equal(t, store.SweepSwept, settled.SweepStatus)
-	require.Equal(t, "250000", env.Chain.Balance(nil, env.Merchant.Merchant.SettlementAddress).String())
+	require.Equal(t, "250000", env.Chain.Balance(nil, env.Merchant.SettlementAddress).String())
 }
 
 // A token invoice settles the same way: the kit pays its ERC-20 transfer
@@ -44,5 +44,5 @@ func TestTokenInvoice_Settled(t *testing.T) {
 	env.Chain.Pay(inv.PaymentURI)
 	env.WaitInvoice(inv.ID, store.StatusSettled)
 	usdc := env.Tokens[0].Address
-	require.Equal(t, "12500000", env.Chain.Balance(&usdc, env.Merchant.Merchant.SettlementAddress).String())
+	require.Equal(t, "12500000", env.Chain.Balance(&usdc, env.Merchant.SettlementAddress).String())
 }

@@ -57,12 +57,12 @@ func TestReceiver_VerifiesAndDeduplicates(t *testing.T) {
 func TestReceiver_EvmpaysWebhooksOfAPaidInvoice(t *testing.T) {
 	env := evmpaytest.New(t, evmpaytest.Config{Confirmations: 2})
 	var out evmpaytest.Output
-	h, err := newReceiver(env.Merchant.WebhookSecret, &out)
+	h, err := newReceiver(env.WebhookSecret, &out)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/webhooks"
-	_, err = env.Invoices.UpdateMerchant(t.Context(), env.Merchant.Merchant.ID, invoice.MerchantUpdate{WebhookURL: &url})
+	_, err = env.Invoices.UpdateMerchant(t.Context(), env.Merchant.ID, invoice.MerchantUpdate{WebhookURL: &url})
 	require.NoError(t, err)
 
 	inv := env.CreateInvoice(`{"amount_wei":"1500","order_id":"A-1"}`)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/settlement"
@@ -74,6 +75,10 @@ type Config struct {
 	// Logger receives the running packages' logs. Defaults to the test's
 	// log (t.Log), warnings and errors only.
 	Logger *slog.Logger
+	// Wait is how Sync and WaitInvoice poll, and how long they wait before
+	// failing the test. Defaults to wait.Poll's defaults: every 5 ms, for
+	// up to 60 s.
+	Wait wait.Poll
 }
 
 // Token is a test stablecoin to deploy (testtoken.Stable: EIP-2612
@@ -104,10 +109,14 @@ type Env struct {
 	// URL is an HTTP server with the invoice API and the webhook
 	// deliveries API (invoice.Service.Routes, webhook.Handler).
 	URL string
-	// Merchant is a merchant created at start: APIKey authenticates
-	// against URL, WebhookSecret verifies its webhooks, its settlement
-	// address is a fresh one with no balance.
-	Merchant invoice.CreatedMerchant
+	// Merchant is a merchant created at start, with Config.WebhookURL and
+	// a fresh settlement address that holds nothing.
+	Merchant store.Merchant
+	// APIKey authenticates the Merchant against URL (Authorization:
+	// Bearer).
+	APIKey string
+	// WebhookSecret verifies the Merchant's webhooks (webhook.Verifier).
+	WebhookSecret string
 
 	tb  testing.TB
 	cfg Config
@@ -204,9 +213,10 @@ func (e *Env) start(sweepKey *ecdsa.PrivateKey) {
 	deliveries.Register(mux)
 	settlementKey, err := crypto.GenerateKey()
 	must(tb, err)
-	e.Merchant, err = e.Invoices.CreateMerchant(ctx, invoice.MerchantParams{Name: "evmpaytest merchant",
+	m, err := e.Invoices.CreateMerchant(ctx, invoice.MerchantParams{Name: "evmpaytest merchant",
 		WebhookURL: cfg.WebhookURL, SettlementAddress: crypto.PubkeyToAddress(settlementKey.PublicKey)})
 	must(tb, err)
+	e.Merchant, e.APIKey, e.WebhookSecret = m.Merchant, m.APIKey, m.WebhookSecret
 
 	retryMin, retryMax := cfg.PollInterval, 20*cfg.PollInterval
 	ix, err := indexer.New(e.Chain.Source(), e.Store, indexer.Config{Backfill: true, Tokens: tokens,
@@ -280,7 +290,7 @@ func (e *Env) CreateInvoice(request string) store.Invoice {
 	e.mu.Unlock()
 	req, err := http.NewRequest(http.MethodPost, e.URL+"/v1/invoices", strings.NewReader(request))
 	must(e.tb, err)
-	req.Header.Set("Authorization", "Bearer "+e.Merchant.APIKey)
+	req.Header.Set("Authorization", "Bearer "+e.APIKey)
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -22,7 +21,7 @@ const MaxBlocks = 500
 // must be running.
 func (e *Env) Sync() {
 	e.tb.Helper()
-	wait.Until(e.tb, "the indexer and settlement at the chain's head", func() (bool, any) {
+	e.cfg.Wait.Until(e.tb, "the indexer and settlement at the chain's head", func() (bool, any) {
 		e.failIfStopped()
 		return e.caughtUp(e.head())
 	})
@@ -36,7 +35,7 @@ func (e *Env) Sync() {
 // whose blocks are slower than evmpay; it may mine a block more than
 // strictly needed (settlement confirms invoices just after it moves its
 // cursor). It fails the test with what it last saw after MaxBlocks blocks
-// or wait.DefaultTimeout.
+// or Config.Wait's timeout.
 func (e *Env) WaitInvoice(id int64, status string) store.Invoice {
 	e.tb.Helper()
 	var (
@@ -44,7 +43,7 @@ func (e *Env) WaitInvoice(id int64, status string) store.Invoice {
 		mined int
 	)
 	what := fmt.Sprintf("invoice %d %s", id, status)
-	wait.Until(e.tb, what, func() (bool, any) {
+	e.cfg.Wait.Until(e.tb, what, func() (bool, any) {
 		e.failIfStopped()
 		head := e.head()
 		ok, seen := e.caughtUp(head)

@@ -53,7 +53,8 @@ func Until(tb TB, what string, cond func() (done bool, seen any)) {
 }
 
 // Until calls cond until it reports done, pausing p.Interval between
-// calls. After p.Timeout it fails the test with
+// calls. After p.Timeout (or less, see Poll.Timeout) it fails the test
+// with
 //
 //	not within <timeout>: <what>; last seen: <seen>
 //
@@ -62,12 +63,14 @@ func Until(tb TB, what string, cond func() (done bool, seen any)) {
 func (p Poll) Until(tb TB, what string, cond func() (done bool, seen any)) {
 	tb.Helper()
 	timeout := cmp.Or(p.Timeout, DefaultTimeout)
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
 		if end, ok := d.Deadline(); ok {
 			// Leave the test binary time to report the failure.
 			if early := end.Add(-time.Until(end) / 10); early.Before(deadline) {
 				deadline = early
+				timeout = deadline.Sub(start).Round(time.Millisecond)
 			}
 		}
 	}
