@@ -67,7 +67,7 @@ type Config struct {
 	// test ends.
 	NoServices bool
 	// PollInterval is how often the running packages look at the chain
-	// and the store. Defaults to 5 ms.
+	// and the store. Defaults to 20 ms.
 	PollInterval time.Duration
 	// Now is the running packages' clock (invoice expiry, the webhook
 	// retry ladder, sweep retries). Defaults to time.Now.
@@ -77,7 +77,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Wait is how Sync and WaitInvoice poll, and how long they wait before
 	// failing the test. Defaults to wait.Poll's defaults: every 5 ms, for
-	// up to 60 s.
+	// up to 2 minutes.
 	Wait wait.Poll
 }
 
@@ -130,7 +130,7 @@ type Env struct {
 func New(tb testing.TB, cfg Config) *Env {
 	tb.Helper()
 	cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Millisecond)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 20*time.Millisecond)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

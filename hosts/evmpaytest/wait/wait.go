@@ -34,14 +34,14 @@ type Poll struct {
 	// Timeout is how long Until polls before failing the test. It is cut
 	// short to end a little before the test binary's own deadline (go test
 	// -timeout), so that the failure names the condition instead of
-	// panicking with every goroutine's stack. Defaults to 60 s.
+	// panicking with every goroutine's stack. Defaults to 2 minutes.
 	Timeout time.Duration
 	// Interval is the pause between two polls. Defaults to 5 ms.
 	Interval time.Duration
 }
 
 // DefaultTimeout is Poll.Timeout's default.
-const DefaultTimeout = 60 * time.Second
+const DefaultTimeout = 2 * time.Minute
 
 // DefaultInterval is Poll.Interval's default.
 const DefaultInterval = 5 * time.Millisecond
