@@ -52,8 +52,10 @@ const TestMnemonic = "test test test test test test test test test test test jun
 
 // Account is a funded account of the simulated chain.
 type Account struct {
+	// Address is the account's address.
 	Address common.Address
-	Key     *ecdsa.PrivateKey
+	// Key is its private key, for signing transactions of the test's own.
+	Key *ecdsa.PrivateKey
 }
 
 // ChainConfig configures NewChain. The zero value is usable.

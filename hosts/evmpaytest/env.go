@@ -84,7 +84,9 @@ type Config struct {
 // Token is a test stablecoin to deploy (testtoken.Stable: EIP-2612
 // permit).
 type Token struct {
-	Symbol   string
+	// Symbol names the token in invoice requests ("asset":"USDC").
+	Symbol string
+	// Decimals are the token's decimals (USDC has 6).
 	Decimals uint8
 }
 

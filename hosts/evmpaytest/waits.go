@@ -16,9 +16,12 @@ import (
 const MaxBlocks = 500
 
 // Sync waits until the indexer and settlement have processed the chain's
-// head block (their cursors in the store name its number and hash). It
-// mines nothing. Whatever runs them — Env's own packages or the test's —
-// must be running.
+// head block (their cursors in the store name its number and hash): every
+// payment up to the head is recorded. It mines nothing. Settlement
+// confirms invoices just after it moves its cursor, so an invoice may
+// still become CONFIRMED after Sync returns: to wait for a status, use
+// WaitInvoice. Whatever runs the indexer and settlement — Env's own
+// packages or the test's — must be running.
 func (e *Env) Sync() {
 	e.tb.Helper()
 	e.cfg.Wait.Until(e.tb, "the indexer and settlement at the chain's head", func() (bool, any) {
