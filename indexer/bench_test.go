@@ -29,6 +29,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
@@ -252,13 +253,11 @@ func benchBackfill(b *testing.B, client *rpc.Client, chain *benchChain) {
 		b.StartTimer()
 		t0 := time.Now()
 		go func() { done <- ix.Run(ctx) }()
-		for {
+		// Polled every 2 ms: the figure's resolution.
+		wait.Poll{Timeout: time.Hour, Interval: 2 * time.Millisecond}.Until(b, "the indexer at the chain's last block", func() (bool, any) {
 			c, err := st.GetCursor(ctx, store.CursorIndexer)
-			if err == nil && c.BlockNumber == chain.blocks {
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return err == nil && c.BlockNumber == chain.blocks, fmt.Sprint(c.BlockNumber, err)
+		})
 		elapsed += time.Since(t0)
 		b.StopTimer()
 		runtime.ReadMemStats(&m1)

@@ -29,6 +29,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
@@ -183,13 +184,11 @@ func BenchmarkBackfillTransfers(b *testing.B) {
 		b.StartTimer()
 		t0 := time.Now()
 		go func() { done <- ix.Run(ctx) }()
-		for {
+		// Polled every 2 ms: the figure's resolution.
+		wait.Poll{Timeout: time.Hour, Interval: 2 * time.Millisecond}.Until(b, "the indexer at the chain's last block", func() (bool, any) {
 			c, err := st.GetCursor(ctx, store.CursorIndexer)
-			if err == nil && c.BlockNumber == chain.blocks {
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return err == nil && c.BlockNumber == chain.blocks, fmt.Sprint(c.BlockNumber, err)
+		})
 		elapsed += time.Since(t0)
 		b.StopTimer()
 		cancel()

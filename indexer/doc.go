@@ -26,6 +26,12 @@
 // the cursor back, in one transaction, then indexes the new branch. A reorg
 // deeper than MaxReorgDepth stops Run with ErrReorgTooDeep.
 //
+// NewClientSource is the other Source, on go-ethereum's client interfaces
+// (Client: *ethclient.Client, the simulated backend's simulated.Client): it
+// reads blocks through types.Block, whose hash is computed from the header
+// — right on go-ethereum nodes and the simulated backend, wrong on Cosmos
+// EVM chains, which must use NewRPCSource.
+//
 // With Config.Tokens set, each block's ERC-20 Transfer logs of those
 // tokens are fetched by block hash (batched eth_getLogs, EIP-234) and
 // written with the block into token_transfers; a reorg removes them with

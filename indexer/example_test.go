@@ -10,16 +10,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/params"
-	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
@@ -55,10 +52,11 @@ func ExampleNew() {
 	}
 	defer st.Close()
 
-	// A host would use rpc.Dial(RPC_URL); the simulated backend has an
-	// in-process client.
-	var client *rpc.Client = simulatedRPC(sim)
-	ix, err := indexer.New(indexer.NewRPCSource(client), st, indexer.Config{
+	// The simulated backend is read through go-ethereum's client
+	// interfaces; a host on a Cosmos EVM chain uses
+	// indexer.NewRPCSource(rpc.Dial(RPC_URL)), which keeps the node's
+	// block hashes.
+	ix, err := indexer.New(indexer.NewClientSource(sim.Client()), st, indexer.Config{
 		Backfill:     true, // INDEXER_BACKFILL=true: from genesis, then follow
 		PollInterval: 10 * time.Millisecond,
 	})
@@ -100,12 +98,6 @@ func ExampleNew() {
 	// Output:
 	// Run: <nil>
 	// 200 block 2 pays 12345 wei
-}
-
-// simulatedRPC digs the in-process *rpc.Client out of the simulated
-// backend's client (see inProcessRPC).
-func simulatedRPC(sim *simulated.Backend) *rpc.Client {
-	return reflect.ValueOf(sim.Client()).FieldByName("Client").Interface().(*ethclient.Client).Client()
 }
 
 // The read API's answer for a block: its header and its transactions, wei

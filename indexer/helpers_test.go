@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,13 +14,12 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -47,33 +45,15 @@ type chain struct {
 
 func newChain(t *testing.T) *chain {
 	t.Helper()
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	from := crypto.PubkeyToAddress(key.PublicKey)
-	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
-	b := simulated.NewBackend(types.GenesisAlloc{from: {Balance: balance}})
-	t.Cleanup(func() { b.Close() })
-	client := b.Client()
+	kit := evmpaytest.NewChain(t, evmpaytest.ChainConfig{Accounts: 1})
+	payer := kit.Accounts()[0]
 	return &chain{
-		t: t, b: b, client: client,
-		rpc:    inProcessRPC(t, client),
-		key:    key,
-		from:   from,
+		t: t, b: kit.Backend(), client: kit.Client(),
+		rpc:    kit.RPC(), // the node's JSON-RPC, for RPCSource
+		key:    payer.Key,
+		from:   payer.Address,
 		signer: types.LatestSignerForChainID(big.NewInt(1337)),
 	}
-}
-
-// inProcessRPC returns the simulated backend's in-process *rpc.Client. The
-// backend's client type embeds *ethclient.Client in a field named Client,
-// which hides the embedded type's Client() method, so the field is read by
-// reflection (it is exported).
-func inProcessRPC(t *testing.T, c simulated.Client) *rpc.Client {
-	t.Helper()
-	f := reflect.ValueOf(c).FieldByName("Client")
-	require.True(t, f.IsValid(), "simulated client layout changed")
-	ec, ok := f.Interface().(*ethclient.Client)
-	require.True(t, ok, "simulated client layout changed")
-	return ec.Client()
 }
 
 func (c *chain) source() *indexer.RPCSource { return indexer.NewRPCSource(c.rpc) }

@@ -65,15 +65,26 @@ func (s *RPCSource) TransferLogs(ctx context.Context, blocks []store.Block, toke
 		if err := batch[i].Error; err != nil {
 			return nil, fmt.Errorf("eth_getLogs block %d %s: %w", b.Number, b.Hash, err)
 		}
-		for j := range results[i] {
-			l := &results[i][j]
-			if l.Removed || l.BlockHash != b.Hash || uint64(l.BlockNumber) != b.Number {
-				return nil, fmt.Errorf("%w: eth_getLogs for block %d %s returned a log of block %d %s (removed %t)",
-					errChainMoved, b.Number, b.Hash, uint64(l.BlockNumber), l.BlockHash, l.Removed)
-			}
-			if t, ok := l.transfer(); ok {
-				out[i] = append(out[i], t)
-			}
+		var err error
+		if out[i], err = blockTransfers(b, results[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// blockTransfers keeps the Transfer logs among the logs the node returned
+// for block b, in order; errChainMoved when one belongs to another block.
+func blockTransfers(b *store.Block, logs []rpcLog) ([]store.TokenTransfer, error) {
+	var out []store.TokenTransfer
+	for j := range logs {
+		l := &logs[j]
+		if l.Removed || l.BlockHash != b.Hash || uint64(l.BlockNumber) != b.Number {
+			return nil, fmt.Errorf("%w: eth_getLogs for block %d %s returned a log of block %d %s (removed %t)",
+				errChainMoved, b.Number, b.Hash, uint64(l.BlockNumber), l.BlockHash, l.Removed)
+		}
+		if t, ok := l.transfer(); ok {
+			out = append(out, t)
 		}
 	}
 	return out, nil

@@ -16,23 +16,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 )
 
 // waitMetric polls a metric of the proxy in the test's goroutine until ok
 // accepts it, and fails with the last value seen after 30 s.
 func waitMetric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string, what string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Poll{Timeout: 30 * time.Second}.Until(t, what+": "+name, func() (bool, any) {
 		v := counterValue(t, g, name, labels)
-		if ok(v) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s stayed at %v", what, name, v)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ok(v), v
+	})
 }
 
 // blockedReads counts request bodies whose reader is being asked for more
@@ -83,11 +78,10 @@ func TestDeclaredBodyLength_HeapGrowsWithBytesReceived(t *testing.T) {
 		_, err := io.WriteString(conns[i], declaredHead(1<<20)+"{")
 		require.NoError(t, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for waiting.Load() < clients {
-		require.True(t, time.Now().Before(deadline), "only %d of %d handlers got their byte", waiting.Load(), clients)
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Poll{Timeout: 30 * time.Second}.Until(t, fmt.Sprintf("all %d handlers holding their byte", clients), func() (bool, any) {
+		n := waiting.Load()
+		return n >= clients, fmt.Sprintf("%d handlers", n)
+	})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)

@@ -139,7 +139,7 @@ func TestClientGone_UpstreamConnectionClosed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
-	closed := make(chan struct{})
+	got, closed := make(chan struct{}), make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -152,6 +152,7 @@ func TestClientGone_UpstreamConnectionClosed(t *testing.T) {
 			return
 		}
 		_, _ = io.Copy(io.Discard, req.Body)
+		close(got) // the node has the call
 		// Never answer; wait for the proxy to hang up.
 		_, _ = br.ReadByte()
 		close(closed)
@@ -162,11 +163,19 @@ func TestClientGone_UpstreamConnectionClosed(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-got: // the client leaves while its call waits at the node
+		case <-time.After(30 * time.Second): // the test fails below: the call never reached the node
+		}
 		cancel()
 	}()
 	_, err = http.DefaultClient.Do(req)
 	require.ErrorIs(t, err, context.Canceled)
+	select {
+	case <-got:
+	default:
+		t.Fatal("the call never reached the node")
+	}
 	select {
 	case <-closed:
 	case <-time.After(30 * time.Second):

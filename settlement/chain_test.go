@@ -4,17 +4,14 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"math/big"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/params"
-	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/indexer"
@@ -30,7 +27,6 @@ type simChain struct {
 	t      *testing.T
 	b      *simulated.Backend
 	client simulated.Client
-	rpc    *rpc.Client
 	key    *ecdsa.PrivateKey
 	signer types.Signer
 }
@@ -41,13 +37,7 @@ func newSimChain(t *testing.T) *simChain {
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
 	b := simulated.NewBackend(types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: balance}})
 	t.Cleanup(func() { b.Close() })
-	c := &simChain{t: t, b: b, client: b.Client(), key: key, signer: types.LatestSignerForChainID(big.NewInt(1337))}
-	// The simulated client embeds *ethclient.Client in a field named
-	// Client, which hides its Client() method: read the field.
-	ec, ok := reflect.ValueOf(c.client).FieldByName("Client").Interface().(*ethclient.Client)
-	require.True(t, ok, "simulated client layout changed")
-	c.rpc = ec.Client()
-	return c
+	return &simChain{t: t, b: b, client: b.Client(), key: key, signer: types.LatestSignerForChainID(big.NewInt(1337))}
 }
 
 func (c *simChain) nonce() uint64 {
@@ -125,7 +115,7 @@ func newChainEnv(t *testing.T) *chainEnv {
 // tokens.
 func startChainEnv(t *testing.T, c *simChain, tokens ...common.Address) *chainEnv {
 	st := pgtest.New(t)
-	ix, err := indexer.New(indexer.NewRPCSource(c.rpc), st, indexer.Config{Backfill: true, Tokens: tokens,
+	ix, err := indexer.New(indexer.NewClientSource(c.client), st, indexer.Config{Backfill: true, Tokens: tokens,
 		PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ictx, cancel := context.WithCancel(context.Background())

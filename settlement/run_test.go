@@ -160,8 +160,7 @@ func TestRun_TwoSettlersOnOneDatabase_OneAdvancesOtherTakesOver(t *testing.T) {
 	s2, err := New(st2, cfg(&logs2))
 	require.NoError(t, err)
 	stop1 := runSettler(t, s1)
-	time.Sleep(0) // s2 starts second, but either may win the lock
-	stop2 := runSettler(t, s2)
+	stop2 := runSettler(t, s2) // started second, but either may win the lock
 
 	for _, inv := range invs[:3] {
 		f.mine(pay(inv.DepositAddress, eth(1000)))

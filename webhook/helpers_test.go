@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/store"
 	evmpayapi "github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -312,20 +313,18 @@ func deliveryOf(t testing.TB, st store.Store, ev store.Event) store.Delivery {
 // waitDelivery polls a delivery until cond holds and returns it.
 func waitDelivery(t testing.TB, st store.Store, id int64, what string, cond func(store.Delivery) bool) store.Delivery {
 	t.Helper()
-	// Polled here rather than in require.Eventually, whose message
-	// arguments are evaluated before the first poll (the "last seen" was
-	// always the zero value) and whose poll goroutine may still be writing
-	// at the deadline.
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		d, err := st.GetDelivery(ctx, id)
+	// Polled in the test's goroutine (wait.Until) rather than in
+	// require.Eventually, whose message arguments are evaluated before the
+	// first poll (the "last seen" was always the zero value) and whose
+	// poll goroutine may still be writing at the deadline.
+	var d store.Delivery
+	wait.Poll{Timeout: 15 * time.Second}.Until(t, fmt.Sprintf("delivery %d: %s", id, what), func() (bool, any) {
+		var err error
+		d, err = st.GetDelivery(ctx, id)
 		require.NoError(t, err)
-		if cond(d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery %d: %s; last seen %+v", id, what, d)
-		}
-	}
+		return cond(d), d
+	})
+	return d
 }
 
 func attempted(n int) func(store.Delivery) bool {

@@ -1,43 +1,33 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
 )
 
-// TestRun_ServesInvoiceAPIAndOwnRoutes runs the example and creates an
-// invoice through the mounted API.
+// The example serves its own route and the mounted invoice API; an invoice
+// it creates has the deposit address the wallet behind its xpub derives,
+// and a payment URI the kit's chain can pay.
 func TestRun_ServesInvoiceAPIAndOwnRoutes(t *testing.T) {
+	env := evmpaytest.New(t, evmpaytest.Config{NoServices: true}) // a chain and a deposit wallet
+	getenv := map[string]string{"PAY_XPUB": env.Wallet.Deriver().XPub(), "PAY_SECRET_KEY": "a-test-secret-key-of-32-bytes!!!"}
+	var out evmpaytest.Output
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "x.db")},
-			func(string) string { return "" }, pw)
-		pw.Close()
+		done <- run(ctx, "127.0.0.1:0", filepath.Join(t.TempDir(), "x.db"), func(k string) string { return getenv[k] }, &out)
 	}()
-	lines := bufio.NewScanner(pr)
-	var base, key string
-	for lines.Scan() && (base == "" || key == "") {
-		if m := regexp.MustCompile(`listening on (\S+)`).FindStringSubmatch(lines.Text()); m != nil {
-			base = m[1]
-		}
-		if m := regexp.MustCompile(`api_key (\S+)`).FindStringSubmatch(lines.Text()); m != nil {
-			key = m[1]
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	require.NotEmpty(t, base)
-	require.NotEmpty(t, key)
+	base, key := out.Wait(t, `listening on (\S+)`)[1], out.Wait(t, `api_key (\S+)`)[1]
 
 	resp, err := http.Get(base + "/shop/hello")
 	require.NoError(t, err)
@@ -53,13 +43,17 @@ func TestRun_ServesInvoiceAPIAndOwnRoutes(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
-	require.Contains(t, string(body), `"payment_uri":"ethereum:0x`)
+	var inv struct { // the members this test uses
+		DepositAddress common.Address `json:"deposit_address"`
+		PaymentURI     string         `json:"payment_uri"`
+	}
+	require.NoError(t, json.Unmarshal(body, &inv))
+	first, err := env.Wallet.Address(0)
+	require.NoError(t, err)
+	require.Equal(t, first, inv.DepositAddress, "the xpub's first deposit address")
+	env.Chain.Pay(inv.PaymentURI)
+	require.Equal(t, "1000", env.Chain.Balance(nil, first).String())
 
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the example did not stop")
-	}
+	require.NoError(t, <-done)
 }

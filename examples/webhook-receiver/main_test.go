@@ -2,17 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -51,51 +52,22 @@ func TestReceiver_VerifiesAndDeduplicates(t *testing.T) {
 	require.Error(t, err)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func TestRun_ServesUntilCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(string) string { return secret }, &out)
-	}()
-	var url string
-	require.Eventually(t, func() bool {
-		line, ok := strings.CutPrefix(out.String(), "listening on ")
-		url = strings.TrimSpace(line)
-		return ok
-	}, 5*time.Second, 5*time.Millisecond)
-
-	now := time.Now()
-	sig, err := webhook.Sign(secret, "evt_7", now, []byte(body))
+// The receiver gets evmpay's own webhooks for an invoice paid on the kit's
+// simulated chain, and verifies every one.
+func TestReceiver_EvmpaysWebhooksOfAPaidInvoice(t *testing.T) {
+	env := evmpaytest.New(t, evmpaytest.Config{Confirmations: 2})
+	var out evmpaytest.Output
+	h, err := newReceiver(env.WebhookSecret, &out)
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/webhooks"
+	_, err = env.Invoices.UpdateMerchant(t.Context(), env.Merchant.ID, invoice.MerchantUpdate{WebhookURL: &url})
 	require.NoError(t, err)
-	req.Header.Set(webhook.HeaderID, "evt_7")
-	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(webhook.HeaderSignature, sig)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
-	cancel()
-	require.NoError(t, <-done)
-	require.Contains(t, out.String(), "evt_7 invoice.paid invoice 12")
+	inv := env.CreateInvoice(`{"amount_wei":"1500","order_id":"A-1"}`)
+	env.Chain.Pay(inv.PaymentURI)
+	env.WaitInvoice(inv.ID, store.StatusSettled)
+	out.Wait(t, `invoice.settled invoice 1 order "A-1" status SETTLED paid 1500/1500 wei\n`)
+	require.Regexp(t, `^(evt_\d+ invoice.(paid|confirmed|settled) invoice 1 order "A-1" status (PAID|CONFIRMED|SETTLED) paid 1500/1500 wei\n){3}$`, out.String())
 }

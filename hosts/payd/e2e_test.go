@@ -23,6 +23,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -165,16 +166,18 @@ var (
 )
 
 // waitUntil polls cond every tick until it holds, in the test's own
-// goroutine: unlike require.Eventually, a poll still running at the
-// deadline cannot race the failure message, which failure builds from what
-// the polls saw, and a poll may stop the test itself.
+// goroutine (the test kit's wait.Poll): unlike require.Eventually, a poll
+// still running at the deadline cannot race the failure message, which
+// failure builds from what the polls saw, and a poll may stop the test
+// itself.
 func waitUntil(t *testing.T, within, tick time.Duration, cond func() bool, failure func() string) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(tick) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, failure())
+	wait.Poll{Timeout: within, Interval: tick}.Until(t, "waiting", func() (bool, any) {
+		if cond() {
+			return true, nil
 		}
-	}
+		return false, failure()
+	})
 }
 
 // payFlow creates an invoice, pays it with `payd pay`, and follows it to

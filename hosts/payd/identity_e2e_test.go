@@ -286,7 +286,8 @@ func TestServe_ChainSwappedShallow_EveryRoleRefusesNothingReverted(t *testing.T)
 }
 
 // A chain swapped for a fresh one (same chain id, same genesis) while
-// sweeps are in flight, the new chain held at its genesis for 20 s: its
+// sweeps are in flight, the new chain held at its genesis until the sweep
+// has refused two passes on it: its
 // head is below every block the sweeps were mined in, so it is waited for,
 // never acted on — nothing is broadcast to it, nothing new is signed, no
 // mined transaction is taken for reorged out, no invoice fails. When it
@@ -364,8 +365,17 @@ func TestServe_ChainSwappedWhileSweepsInFlight_NothingActedOnWhileTheNodeIsBehin
 		require.NoError(t, err)
 	}
 
-	r.point(r.b) // at its genesis, held there
-	time.Sleep(20 * time.Second)
+	// Chain b, at its genesis, is held there until the roles have met it:
+	// the indexer waits, and the sweep refuses a pass on its head and a
+	// later idle pass (IdleInterval), when it would act on receipts it no
+	// longer finds.
+	mark := len(r.logs.String())
+	r.point(r.b)
+	refused := `msg="sweep: pass stopped: the chain guard refused the node; nothing is broadcast"`
+	waitUntil(t, 120*time.Second, 100*time.Millisecond, func() bool {
+		since := r.logs.String()[mark:]
+		return strings.Count(since, refused) >= 2 && strings.Contains(since, "indexer: the node's head is below the indexed head")
+	}, func() string { return "the roles never met the node behind:\n" + r.logs.String()[mark:] })
 
 	for _, id := range ids {
 		after, err := r.st.ListSweepTxsByInvoice(ctx, id)
