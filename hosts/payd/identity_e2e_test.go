@@ -365,22 +365,36 @@ func TestServe_ChainSwappedWhileSweepsInFlight_NothingActedOnWhileTheNodeIsBehin
 		require.NoError(t, err)
 	}
 
-	// Chain b, at its genesis, is held there until the roles have met it:
-	// the indexer waits, and the sweep refuses a pass on its head and a
-	// later idle pass (IdleInterval), when it would act on receipts it no
-	// longer finds.
+	// Chain b, at its genesis, is held there for 20 s and until the roles
+	// have met it: the indexer waits, and the sweep refuses passes on its
+	// head and later idle passes (IdleInterval), when it would act on
+	// receipts it no longer finds. A pass under way at the swap may still
+	// sign (it checked chain a when it began; its broadcast asks the guard
+	// again): nothing may be signed after the swap, nothing stored may
+	// change, and nothing may reach chain b.
 	mark := len(r.logs.String())
+	swapAt := time.Now()
 	r.point(r.b)
 	refused := `msg="sweep: pass stopped: the chain guard refused the node; nothing is broadcast"`
 	waitUntil(t, 120*time.Second, 100*time.Millisecond, func() bool {
 		since := r.logs.String()[mark:]
-		return strings.Count(since, refused) >= 2 && strings.Contains(since, "indexer: the node's head is below the indexed head")
+		return time.Since(swapAt) >= 20*time.Second && strings.Count(since, refused) >= 2 &&
+			strings.Contains(since, "indexer: the node's head is below the indexed head")
 	}, func() string { return "the roles never met the node behind:\n" + r.logs.String()[mark:] })
 
 	for _, id := range ids {
 		after, err := r.st.ListSweepTxsByInvoice(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, before[id], after, "invoice %d: no transaction signed, demoted or re-sent while the node is behind", id)
+		byID := map[int64]store.SweepTx{}
+		for _, tx := range after {
+			byID[tx.ID] = tx
+			require.True(t, tx.CreatedAt.Before(swapAt), "invoice %d: %s signed after the swap, while the node is behind", id, tx.Kind)
+		}
+		for _, tx := range before[id] {
+			got := byID[tx.ID]
+			require.Equal(t, tx.Status, got.Status, "invoice %d: %s %s demoted or re-sent while the node is behind", id, tx.Kind, tx.TxHash.Hex())
+			require.Equal(t, tx.BlockNumber, got.BlockNumber, "invoice %d: %s", id, tx.Kind)
+		}
 		inv, err := r.st.GetInvoice(ctx, id)
 		require.NoError(t, err)
 		require.NotEqual(t, store.SweepFailed, inv.SweepStatus, "invoice %d", id)
