@@ -64,11 +64,28 @@ type tab struct {
 }
 
 // probes run in the page before its own script: CSP violations and
-// uncaught errors are recorded where the test can read them.
-const probes = `window.__csp = []; window.__errors = [];
+// uncaught errors are recorded where the test can read them, and so is
+// every confirmation count the page showed (window.__confs), whatever the
+// test was doing at the time.
+const probes = `window.__csp = []; window.__errors = []; window.__confs = [];
 document.addEventListener("securitypolicyviolation", e => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
 window.addEventListener("error", e => window.__errors.push(String(e.message)));
-window.addEventListener("unhandledrejection", e => window.__errors.push("unhandled rejection: " + e.reason));`
+window.addEventListener("unhandledrejection", e => window.__errors.push("unhandled rejection: " + e.reason));
+document.addEventListener("DOMContentLoaded", () => {
+	const el = document.getElementById("conf-text"), bar = document.getElementById("progress");
+	if (el && bar) new MutationObserver(() => {
+		if (!bar.hidden && !window.__confs.includes(el.textContent)) window.__confs.push(el.textContent);
+	}).observe(el, { childList: true, characterData: true, subtree: true });
+});`
+
+// confirmationsShown is every confirmation count the page showed while
+// waiting for confirmations, in order.
+func (tb *tab) confirmationsShown() []string {
+	tb.t.Helper()
+	var confs []string
+	require.NoError(tb.t, chromedp.Run(tb.ctx, chromedp.Evaluate(`window.__confs`, &confs)))
+	return confs
+}
 
 // testClock replaces the page's clock with one the test sets
 // (window.__setClock(ms); Date.now() then returns ms until set again) and
