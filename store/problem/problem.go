@@ -10,6 +10,11 @@
 // request member or parameter at fault, when there is one. It sits beside
 // store because every concern package builds on store and none may import a
 // sibling.
+//
+// The codes and their statuses are one table (codes.go): a handler builds a
+// problem from a code (Of, OfField, Reply), never from a status it picks,
+// and FromError maps the errors every API shares. The OpenAPI documents'
+// Problem schema is generated from the table (httpapi.WithProblem).
 package problem
 
 import (
