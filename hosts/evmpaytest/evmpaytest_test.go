@@ -115,7 +115,10 @@ func TestEnv_WaitInvoice_FailsWithWhatItLastSaw(t *testing.T) {
 	env := evmpaytest.New(r, evmpaytest.Config{Wait: wait.Poll{Timeout: time.Second}})
 	inv := env.CreateInvoice(`{"amount_wei":"250000"}`)
 	msg := r.fails(func() { env.WaitInvoice(inv.ID, store.StatusSettled) }) // never paid
-	require.Regexp(t, `^not within 1s: invoice 1 SETTLED; last seen: invoice 1 PENDING paid 0 of 250000 at block \d+; \d+ blocks mined$`, msg)
+	// The last poll saw the invoice, or (on a loaded machine) evmpay still
+	// catching up with the block it had just mined: either is said.
+	require.Regexp(t, `^not within 1s: invoice 1 SETTLED; last seen: `+
+		`(invoice 1 PENDING paid 0 of 250000 at block \d+|head \d+ 0x[0-9a-f]+, indexer at \d+, settlement at \d+); \d+ blocks mined$`, msg)
 }
 
 func TestEnv_Sync_FailsWhenNothingIndexes(t *testing.T) {

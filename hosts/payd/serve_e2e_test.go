@@ -27,30 +27,52 @@ import (
 // newcomer's `payd dev` holds them while `make test` runs beside it.
 var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8545", "127.0.0.1:8546", "127.0.0.1:9464"}
 
-// TestMain holds payd's default ports for the whole run (those that are
-// free), as a running `payd dev` would: a test that binds one, instead of a
-// port the OS picks, fails here every time, not only beside `payd dev`.
+// TestMain holds payd's default ports for the whole run, as a running
+// `payd dev` would: a test that binds one, instead of a port the OS picks,
+// fails every time, not only beside `payd dev`. A port another process
+// holds at the start (a `payd dev`, another suite) is taken as soon as it
+// is freed.
 func TestMain(m *testing.M) {
-	for _, addr := range defaultAddrs {
-		if l, err := net.Listen("tcp", addr); err == nil {
-			held = append(held, l)
-		}
-	}
+	go holdDefaultPorts()
 	pgtest.Main(m)
 }
 
-// held are the default ports this process holds.
-var held []net.Listener
+// holdDefaultPorts binds every default port it can, and keeps trying the
+// others.
+func holdDefaultPorts() {
+	held := map[string]bool{}
+	for {
+		for _, addr := range defaultAddrs {
+			if held[addr] {
+				continue
+			}
+			if l, err := net.Listen("tcp", addr); err == nil {
+				held[addr] = true
+				heldPorts = append(heldPorts, l)
+			}
+		}
+		if len(held) == len(defaultAddrs) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// heldPorts are the default ports this process holds.
+var heldPorts []net.Listener
 
 // Every default port is taken while the tests run (by TestMain, or by a
 // `payd dev` someone runs beside them): no test can rely on one.
 func TestSuite_HoldsTheDefaultPorts(t *testing.T) {
 	for _, addr := range defaultAddrs {
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			l.Close()
-		}
-		require.Error(t, err, "%s is free during the tests", addr)
+		// Another process may hand a port over to the holder just now.
+		waitUntil(t, 10*time.Second, 50*time.Millisecond, func() bool {
+			l, err := net.Listen("tcp", addr)
+			if err == nil {
+				l.Close()
+			}
+			return err != nil
+		}, func() string { return addr + " is free during the tests" })
 	}
 }
 
