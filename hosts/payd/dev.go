@@ -115,7 +115,9 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		selfRPCURL:        true,
 		chainName:         "evmpay dev chain",
 		loopbackRedirects: true,
-		log:               log,
+		// Offline fiat pricing: the documented fixed dev rates.
+		pricing: pricingConfig{dev: true},
+		log:     log,
 	})
 	if err != nil {
 		return err
