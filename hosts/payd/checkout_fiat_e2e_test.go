@@ -144,7 +144,9 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 		tb.until("the ETH remainder", 30*time.Second, func(v view) bool { return v.OpenWallet == ethURI("16950000000000000") })
 		tb.untilQR("the remainder's QR code in ETH", ethURI("16950000000000000"))
 		require.NoError(t, run(ctx, []string{"pay", "--rpc", dev.chainAddr, ethURI("16950000000000000")}, &syncBuffer{}))
-		seen := tb.until("the payment seen", 30*time.Second, func(v view) bool { return strings.HasPrefix(v.Status, "Payment seen") || v.Status == "Payment confirmed. Thank you!" })
+		seen := tb.until("the payment seen", 30*time.Second, func(v view) bool {
+			return strings.HasPrefix(v.Status, "Payment seen") || v.Status == "Payment confirmed. Thank you!"
+		})
 		require.Equal(t, []string{"details", "progress", "receipt"}, seen.Shown, "%+v", seen)
 		require.Empty(t, tb.fiat().Choices, "nothing to pick once paid")
 		v := tb.until("the payment confirmed", 150*time.Second, func(v view) bool { return v.Status == "Payment confirmed. Thank you!" })
