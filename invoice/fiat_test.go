@@ -342,3 +342,42 @@ func TestPublicInvoice_Fiat_PriceFirstRemainingValueAndEveryAssetsExactRemainder
 		require.Equal(t, got["payments"], list["data"].([]any)[0].(map[string]any)["payments"])
 	})
 }
+
+// A stablecoin off its peg (USDC at 0.97 USD on both sources, outside the
+// 0.5 % band): quoted at its market rate by default, refused with 503
+// rate_unavailable (nothing created) when configured to refuse.
+func TestCreateInvoice_FiatPrice_DepeggedStablecoin_MarketRateOrRefused(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []pricing.PegPolicy{pricing.PegUseMarket, pricing.PegRefuse} {
+		e := newEnvOn(t, newSQLite(t), func(c *invoice.Config) {
+			c.Assets = []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}
+			rates := map[pricing.Pair]store.Decimal{
+				{Base: "ETH", Quote: "USD"}: store.MustParseDecimal("2500"), {Base: "USDC", Quote: "USD"}: store.MustParseDecimal("0.97"),
+			}
+			pegs := pricing.DefaultPegs()
+			for i := range pegs {
+				pegs[i].Outside = policy
+			}
+			p, err := pricing.New([]pricing.Source{pricing.NewFixed("a", rates, c.Now), pricing.NewFixed("b", rates, c.Now)},
+				pricing.Config{Assets: []string{"ETH", "USDC"}, Currencies: []string{"USD"}, Pegs: pegs, Now: c.Now})
+			require.NoError(t, err)
+			require.NoError(t, p.Refresh(ctx))
+			c.Pricer = p
+		})
+		m := e.newMerchant()
+		res := e.createInvoice(m.APIKey, "k", `{"price":{"amount":"97.00","currency":"USD"},"accept":["USDC"]}`)
+		if policy == pricing.PegRefuse {
+			requireProblem(t, res, http.StatusServiceUnavailable, "rate_unavailable", "")
+			require.Contains(t, res.json(t)["detail"], "off its peg")
+			require.Empty(t, invoicesOf(t, e.st, m.ID))
+			// The native coin is still quoted.
+			e.mustCreateJSON(m.APIKey, "k2", `{"price":{"amount":"97.00","currency":"USD"},"accept":["ETH"]}`)
+			continue
+		}
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		q := quotesOf(t, res.json(t))[0]
+		require.Equal(t, "0.97", q["rate"], "the market rate, not the peg")
+		require.Equal(t, false, q["pegged"])
+		require.Equal(t, "100000000", q["amount"], "97.00 USD is 100 USDC at 0.97")
+	}
+}

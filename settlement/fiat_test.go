@@ -267,3 +267,30 @@ func TestFiat_PaymentReorgedOut_ValueAndSweepLeadReverted(t *testing.T) {
 	require.Equal(t, "0.00 EUR", paidValue(got))
 	require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceReverted}, e.events(inv.ID))
 }
+
+// The rules as pure functions: the sweep's lead asset, and a valuation
+// that fails counts nothing and flags the invoice (never paid on an error).
+func TestFiatRules_SweepLeadAndAFailedValuation(t *testing.T) {
+	t.Parallel()
+	tok := randAddr()
+	usdc := store.Asset{Symbol: "USDC", Address: &tok, Decimals: 6}
+	price := store.MustParseFiat("10", "EUR")
+	inv := store.Invoice{Status: store.StatusPending, Pricing: &store.Pricing{Price: price, Quotes: []store.Quote{
+		{Asset: usdc, Price: price, Rate: store.MustParseDecimal("1"), Amount: store.NewAmount(10_000_000)},
+		{Asset: store.NativeAsset("ETH"), Price: price, Rate: store.MustParseDecimal("2000"), Amount: store.MustParseAmount("5000000000000000")},
+	}}}
+	inv.SetAsset(usdc)
+	token := store.Payment{Token: &tok, AmountWei: store.NewAmount(1)}
+	native := store.Payment{AmountWei: store.NewAmount(1)}
+	require.Nil(t, sweepLead(inv, nil))
+	require.Equal(t, tok, *sweepLead(inv, []store.Payment{token}).Address)
+	require.True(t, sweepLead(inv, []store.Payment{token, native}).IsNative(), "the native coin leads when some arrived")
+
+	bad := inv
+	bad.Pricing = &store.Pricing{Price: price, Quotes: []store.Quote{inv.Pricing.Quotes[0],
+		{Asset: store.NativeAsset("ETH"), Price: store.MustParseFiat("10", "USD"), Rate: store.MustParseDecimal("2000")}}}
+	next, event := applyPayments(bad, []store.Payment{{Token: &tok, AmountWei: store.NewAmount(20_000_000)}}, t0, time.Hour)
+	require.Equal(t, store.StatusPending, next.Status, "never paid on a valuation error")
+	require.True(t, next.NeedsAttention)
+	require.Equal(t, store.EventInvoiceUnderpaid, event)
+}
