@@ -27,7 +27,8 @@ import (
 // process) on PostgreSQL and `payd devchain`, pricing in US dollars from
 // three exchanges replayed by local servers (their documented answers,
 // with the test's prices and trade times): a stale source is dropped and
-// shown as such, a native payment of a fiat invoice settles with the
+// shown as such, a source that is down leaves the other two pricing, a
+// native payment of a fiat invoice settles with the
 // price and the payment's value in its webhooks, and with every source
 // down the API answers 503 rate_unavailable, creates nothing, and takes
 // the same Idempotency-Key once the rates are back. With fewer than two
@@ -95,6 +96,15 @@ func TestServe_FiatPricing_OnPostgreSQL(t *testing.T) {
 	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_dropped_total{pair="ETH/USD",reason="stale",source="coinbase"}`)
 	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_up{source="kraken"} 1`)
 
+	// A source down (and the stale one fresh again): the other two price.
+	coinbase.setAge(0)
+	kraken.setDown(true)
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		_, st := op.do("GET", "/v1/admin/status", nil, nil)
+		return observation(st, "ETH/USD", "coinbase")["used"] == true && observation(st, "ETH/USD", "kraken")["dropped"] == "stale"
+	}, func() string { return "kraken's last rate never aged out while it was down" })
+	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_up{source="kraken"} 0`)
+
 	// A native payment of a fiat invoice: 10.00 USD at 2,500 USD per ETH.
 	code, inv := api.do("POST", "/v1/invoices", map[string]any{"price": map[string]any{"amount": "10.00", "currency": "USD"}},
 		map[string]string{"Idempotency-Key": "fiat-1"})
@@ -106,7 +116,8 @@ func TestServe_FiatPricing_OnPostgreSQL(t *testing.T) {
 	for _, s := range q["sources"].([]any) {
 		sources = append(sources, s.(map[string]any)["name"].(string))
 	}
-	require.ElementsMatch(t, []string{"kraken", "bitstamp"}, sources, "the stale source is not among them")
+	require.ElementsMatch(t, []string{"coinbase", "bitstamp"}, sources, "the source that is down is not among them")
+	kraken.setDown(false)
 	id := int64(inv["id"].(float64))
 	eth, err := ethclient.DialContext(ctx, "http://"+chainAddr)
 	require.NoError(t, err)
