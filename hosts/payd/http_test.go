@@ -301,7 +301,7 @@ func TestHTTP_EveryJSONBodyEndpoint_NonJSONContentType_415(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status)
 	var list struct{ Data []json.RawMessage }
 	require.NoError(t, json.Unmarshal(res.body, &list))
-	require.Len(t, list.Data, 2, "the env's native and token invoices, nothing more")
+	require.Len(t, list.Data, 3, "the env's native, token and fiat invoices, nothing more")
 	res = e.do(t, "GET", "/v1/admin/merchants/2", "", "Authorization", operator)
 	require.Equal(t, http.StatusNotFound, res.status, "%s", res.body)
 	require.NotContains(t, string(e.do(t, "GET", "/v1/merchant", "", "Authorization", merchant).body), "renamed")
@@ -337,7 +337,7 @@ func TestMetrics_ServedOnlyOnTheOperatorListener(t *testing.T) {
 	requireEdgeProblem(t, e.do(t, "GET", "/metrics", ""), http.StatusNotFound, "not_found")
 	res := e.do(t, "GET", e.metrics+"/metrics", "")
 	require.Equal(t, http.StatusOK, res.status)
-	require.Contains(t, string(res.body), `evmpay_invoices{status="PENDING"} 2`)
+	require.Contains(t, string(res.body), `evmpay_invoices{status="PENDING"} 3`, "the env's native, token and fiat invoices")
 	require.NotEqual(t, e.api, e.metrics)
 }
 
