@@ -263,7 +263,7 @@ func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]invoiceVie
 	var fiat []int64
 	for i, inv := range invs {
 		out[i] = s.view(inv)
-		if inv.IsFiat() && inv.PaidValue != nil {
+		if inv.IsFiat() && (inv.PaidValue != nil || inv.NeedsAttention) { // something arrived (a wrong asset flags)
 			fiat = append(fiat, inv.ID)
 		}
 	}
