@@ -97,17 +97,29 @@ func asciiUpper(s string) string {
 // parseAsset reads the optional "asset" member: absent or null is the
 // native coin.
 func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem) {
-	set := s.assets
-	if set == nil {
-		set = nativeOnly // a Service not made by New (tests)
-	}
 	if isNull(raw) {
-		return set.native, nil
+		return s.assetSet().native, nil
 	}
+	return s.parseAssetName(raw, "asset")
+}
+
+// assetSet is the service's assets (the native coin only for a Service
+// not made by New, in tests).
+func (s *Service) assetSet() *assetSet {
+	if s.assets == nil {
+		return nativeOnly
+	}
+	return s.assets
+}
+
+// parseAssetName reads one asset name, a configured symbol or token
+// address, from the member field.
+func (s *Service) parseAssetName(raw json.RawMessage, field string) (store.Asset, *problem.Problem) {
+	set := s.assetSet()
 	var name string
-	if raw[0] != '"' || json.Unmarshal(raw, &name) != nil || name == "" {
-		return store.Asset{}, problem.OfField(problem.CodeInvalidField, "asset",
-			`asset must be a string: a configured symbol ("USDC") or token address`)
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &name) != nil || name == "" {
+		return store.Asset{}, problem.OfField(problem.CodeInvalidField, field,
+			field+` must be a string: a configured symbol ("USDC") or token address`)
 	}
 	a, ok := set.lookup(name)
 	if !ok {
@@ -115,7 +127,7 @@ func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem
 		for _, a := range set.list {
 			symbols = append(symbols, a.Symbol)
 		}
-		return store.Asset{}, problem.OfField(problem.CodeUnknownAsset, "asset",
+		return store.Asset{}, problem.OfField(problem.CodeUnknownAsset, field,
 			fmt.Sprintf("asset %q is not accepted here (accepted: %s)", truncate(name, 64), strings.Join(symbols, ", ")))
 	}
 	return a, nil

@@ -50,6 +50,8 @@ type createJob struct {
 	now       time.Time
 	token     string // the lookup token, shown once
 	tokenHash []byte
+	// pricing is a fiat invoice's price, tolerance and locked quotes.
+	pricing *store.Pricing
 
 	done chan createResult // buffered: the committer never blocks on it
 }

@@ -27,6 +27,9 @@ type invoiceRequest struct {
 	description string
 	metadata    []byte
 	redirectURL string
+	// fiat is set for an invoice priced in a fiat currency (asset and
+	// amount then come from its quotes).
+	fiat *fiatRequest
 }
 
 // invoiceView is the invoice as the merchant API shows it (api.Invoice)
@@ -132,6 +135,17 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 		return response{}, errInFlight
 	}
 
+	// A fiat price is quoted with the key held (a replay of a request
+	// already answered never needs a rate) and before anything else is
+	// written: without a rate, the key is released and nothing is created.
+	var prices *store.Pricing
+	if req.fiat != nil {
+		var err error
+		if prices, err = s.quote(ctx, m, req.fiat, now.Add(req.expiresIn)); err != nil {
+			s.release(ctx, rec)
+			return response{}, err
+		}
+	}
 	token, tokenHash, err := newLookupToken()
 	if err != nil {
 		s.release(ctx, rec)
@@ -139,7 +153,7 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 	}
 	s.addrs.prefetch()
 	j := &createJob{m: m, key: key, rec: rec, req: req, now: now, token: token, tokenHash: tokenHash,
-		done: make(chan createResult, 1)}
+		pricing: prices, done: make(chan createResult, 1)}
 	s.batcher.submit(j)
 	var r createResult
 	select {
@@ -205,6 +219,12 @@ func (s *Service) newInvoice(j *createJob) *store.Invoice {
 		SweepStatus: store.SweepNone,
 	}
 	inv.SetAsset(j.req.asset) // the native coin too: its symbol is in the invoice's JSON
+	if j.pricing != nil {
+		// A fiat invoice is shown in its first quote's asset and amount.
+		inv.Pricing = j.pricing
+		inv.SetAsset(j.pricing.Quotes[0].Asset)
+		inv.AmountWei = j.pricing.Quotes[0].Amount
+	}
 	return inv
 }
 
@@ -351,5 +371,11 @@ func (s *Service) setAddress(inv *store.Invoice, idx uint32) error {
 		return err
 	}
 	inv.DerivationIndex, inv.DepositAddress, inv.PaymentURI = idx, addr, uri
+	if inv.Pricing != nil {
+		// Every quote gets its own request to the one deposit address.
+		if inv.Pricing, err = s.withQuoteURIs(inv.Pricing, inv); err != nil {
+			return err
+		}
+	}
 	return nil
 }

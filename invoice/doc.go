@@ -79,6 +79,18 @@
 // creations are queued, and each request waits for its answer, so
 // http.Server.Shutdown drains it; there is nothing to start or stop.
 //
+// # Fiat prices
+//
+// With Config.Pricer (an *pricing.Pricer) a request may give "price"
+// ({"amount": "49.90", "currency": "EUR"}) and "accept" (assets by symbol
+// or address; default every asset of Config.Assets the Pricer prices)
+// instead of an asset amount: one locked quote per accepted asset is made
+// with the key held and stored with the invoice, whose own asset, amount
+// and payment URI are its first quote's. Without a rate the answer is 503
+// rate_unavailable with Retry-After, nothing is created and the key is
+// released. The merchant's underpayment tolerance (PATCH /v1/merchant) is
+// snapshotted on every new fiat invoice. docs/pricing.md.
+//
 // # Merchant checks
 //
 // Config.Merchants (MerchantRules) refuses with 422, at merchant create and

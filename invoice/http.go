@@ -14,6 +14,7 @@ import (
 
 	"github.com/holiman/uint256"
 
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -201,6 +202,14 @@ func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errInFlight) {
 			w.Header().Set("Retry-After", "1")
 		}
+		if errors.Is(err, pricing.ErrRateUnavailable) {
+			p, after := rateUnavailable(err)
+			s.log.WarnContext(r.Context(), "invoice not created: no rate", slog.Int64("merchant_id", m.ID),
+				slog.String("error", err.Error()), slog.String("retry_after", after))
+			w.Header().Set("Retry-After", after)
+			problem.Write(w, p)
+			return
+		}
 		s.fail(w, r, err)
 		return
 	}
@@ -238,8 +247,43 @@ func (s *Service) invoiceOf(w http.ResponseWriter, r *http.Request) (store.Invoi
 
 func (s *Service) handleGetInvoice(w http.ResponseWriter, r *http.Request) {
 	if inv, ok := s.invoiceOf(w, r); ok {
-		writeJSON(w, http.StatusOK, s.view(inv))
+		views, err := s.views(r.Context(), []store.Invoice{inv})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, views[0])
 	}
+}
+
+// views is the merchant's view of invs; fiat invoices carry their
+// payments, each with its value (one query for all of them).
+func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]invoiceView, error) {
+	out := make([]invoiceView, len(invs))
+	var fiat []int64
+	for i, inv := range invs {
+		out[i] = s.view(inv)
+		if inv.IsFiat() && (inv.PaidValue != nil || inv.NeedsAttention) { // something arrived (a wrong asset flags)
+			fiat = append(fiat, inv.ID)
+		}
+	}
+	if len(fiat) == 0 {
+		return out, nil
+	}
+	ps, err := s.st.ListPaymentsByInvoices(ctx, fiat)
+	if err != nil {
+		return nil, err
+	}
+	byInvoice := map[int64][]store.Payment{}
+	for _, p := range ps {
+		byInvoice[p.InvoiceID] = append(byInvoice[p.InvoiceID], p)
+	}
+	for i, inv := range invs {
+		if ps := byInvoice[inv.ID]; len(ps) > 0 {
+			out[i].Payments = api.NewPayments(inv, ps, s.assetSet().list...)
+		}
+	}
+	return out, nil
 }
 
 func (s *Service) handleQRPNG(w http.ResponseWriter, r *http.Request) {
@@ -423,15 +467,16 @@ func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := invoiceList{Data: make([]invoiceView, 0, min(len(invs), limit))}
+	out := invoiceList{}
 	if len(invs) > limit {
 		invs = invs[:limit]
 		out.HasMore = true
 		c := encodeCursor(invs[len(invs)-1].ID)
 		out.NextCursor = &c
 	}
-	for _, inv := range invs {
-		out.Data = append(out.Data, s.view(inv))
+	if out.Data, err = s.views(r.Context(), invs); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -456,11 +501,18 @@ func (s *Service) handleGetMerchant(w http.ResponseWriter, r *http.Request) {
 // parseMerchantBody reads name, webhook_url and settlement_address; absent
 // or null members stay nil.
 func parseMerchantBody(body []byte) (MerchantUpdate, *problem.Problem) {
-	ms, perr := members(body, "name", "webhook_url", "settlement_address")
+	ms, perr := members(body, "name", "webhook_url", "settlement_address", "underpayment_tolerance")
 	if perr != nil {
 		return MerchantUpdate{}, perr
 	}
 	var u MerchantUpdate
+	if raw := ms["underpayment_tolerance"]; !isNull(raw) {
+		tol, perr := parseTolerance(raw)
+		if perr != nil {
+			return MerchantUpdate{}, perr
+		}
+		u.Tolerance = &tol
+	}
 	if raw := ms["name"]; !isNull(raw) {
 		v, perr := stringMember(ms, "name", 200)
 		if perr != nil {
@@ -582,6 +634,9 @@ func (s *Service) handleAdminCreateMerchant(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	p := MerchantParams{SettlementAddress: *u.SettlementAddress}
+	if u.Tolerance != nil {
+		p.Tolerance = *u.Tolerance
+	}
 	if u.Name != nil {
 		p.Name = *u.Name
 	}
@@ -670,6 +725,9 @@ type publicPayer struct {
 	Confirmations         int `json:"confirmations"`
 	ConfirmationsRequired int `json:"confirmations_required"`
 	publicReceipt
+	// The price, what was paid and remains in fiat, and every accepted
+	// asset of an invoice priced in a fiat currency (absent otherwise).
+	*publicFiat
 }
 
 // lookupInvoice finds the invoice of the request's bearer lookup token,
@@ -702,9 +760,23 @@ func (s *Service) lookupInvoice(w http.ResponseWriter, r *http.Request) (store.I
 	return inv, true
 }
 
-// remaining is what is still due on inv, and the payment URI for exactly
-// that ("" when nothing remains).
-func (s *Service) remaining(inv store.Invoice) (store.Amount, string, error) {
+// remaining is what is still due on inv in its asset, and the payment URI
+// for exactly that ("" when nothing remains); for a fiat invoice (ps its
+// counted payments) what remains in its first quote's asset, and the
+// fiat view of every accepted asset.
+func (s *Service) remaining(inv store.Invoice, ps []store.Payment) (store.Amount, string, *publicFiat, error) {
+	if inv.IsFiat() {
+		pf, err := s.publicFiatOf(inv, ps)
+		if err != nil {
+			return store.Amount{}, "", nil, err
+		}
+		return pf.Quotes[0].Remaining, pf.Quotes[0].PaymentURI, pf, nil
+	}
+	rest, uri, err := s.remainingInAsset(inv)
+	return rest, uri, nil, err
+}
+
+func (s *Service) remainingInAsset(inv store.Invoice) (store.Amount, string, error) {
 	if inv.PaidWei.Cmp(inv.AmountWei) >= 0 {
 		return store.Amount{}, "", nil
 	}
@@ -727,7 +799,7 @@ func (s *Service) confirmations(ctx context.Context, inv store.Invoice, ps []sto
 	switch {
 	case inv.Status == store.StatusConfirmed || inv.Status == store.StatusSettled:
 		return need, nil
-	case inv.PaidWei.IsZero() || len(ps) == 0:
+	case len(ps) == 0:
 		return 0, nil
 	}
 	var last uint64
@@ -754,12 +826,12 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rest, restURI, err := s.remaining(inv)
+	ps, err := s.payments(r.Context(), inv)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	ps, err := s.payments(r.Context(), inv)
+	rest, restURI, pf, err := s.remaining(inv, ps)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -773,23 +845,61 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 		MerchantName: m.Name, Description: inv.Description, OrderID: inv.OrderID, RedirectURL: inv.RedirectURL,
 		RemainingPaymentURI: restURI, Underpaid: inv.Underpaid, Overpaid: inv.Overpaid, PaidLate: inv.PaidLate,
 		Confirmations: conf, ConfirmationsRequired: s.cfg.Confirmations, publicReceipt: receiptOf(inv, ps),
+		publicFiat: pf,
 	}))
 }
 
 // handlePublicQRSVG serves the QR code of what the payer should pay now:
-// the remaining_payment_uri while something remains, else the payment_uri.
-// It is private to the token holder and changes with payments: not cached.
+// the remaining_payment_uri while something remains, else the payment_uri;
+// for a fiat invoice, in the asset ?asset= names (symbol or token address;
+// the first quote's without it). It is private to the token holder and
+// changes with payments: not cached.
 func (s *Service) handlePublicQRSVG(w http.ResponseWriter, r *http.Request) {
 	inv, ok := s.lookupInvoice(w, r)
 	if !ok {
 		return
 	}
-	_, uri, err := s.remaining(inv)
+	var assetName string
+	if inv.IsFiat() {
+		q, perr := httpapi.Query(r)
+		if perr != nil {
+			problem.Write(w, perr)
+			return
+		}
+		for name, vals := range q {
+			if name != "asset" || len(vals) != 1 {
+				problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name,
+					"qr.svg takes one parameter, asset, once"))
+				return
+			}
+			assetName = vals[0]
+		}
+	}
+	ps, err := s.payments(r.Context(), inv)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	svg, err := QRSVG(cmp.Or(uri, inv.PaymentURI))
+	_, uri, pf, err := s.remaining(inv, ps)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fallback := inv.PaymentURI
+	if assetName != "" {
+		quote, ok := quoteOf(inv, assetName)
+		if !ok {
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "asset", "asset must name one of the invoice's quoted assets"))
+			return
+		}
+		for _, pq := range pf.Quotes {
+			if pq.Asset.Same(quote.Asset) {
+				uri = pq.PaymentURI
+			}
+		}
+		fallback = quote.PaymentURI
+	}
+	svg, err := QRSVG(cmp.Or(uri, fallback))
 	if err != nil {
 		s.fail(w, r, err)
 		return

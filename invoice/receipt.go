@@ -33,13 +33,18 @@ type publicPayment struct {
 	BlockNumber uint64       `json:"block_number"`
 	SeenAt      time.Time    `json:"seen_at"`
 	Late        bool         `json:"late"`
+	// Asset and Value are set on a fiat invoice's payments: the asset it
+	// arrived in (Amount is in its base units) and its value at the
+	// invoice's locked quote of that asset.
+	Asset *store.Asset `json:"asset,omitempty"`
+	Value *store.Fiat  `json:"value,omitempty"`
 }
 
 // payments lists the payments that count toward inv; none are read while
 // nothing is paid, so the public read of an unpaid invoice (what most open
 // pages poll) stays one lookup.
 func (s *Service) payments(ctx context.Context, inv store.Invoice) ([]store.Payment, error) {
-	if inv.PaidWei.IsZero() {
+	if inv.PaidWei.IsZero() && inv.PaidValue == nil {
 		return nil, nil
 	}
 	ps, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
@@ -59,8 +64,16 @@ func receiptOf(inv store.Invoice, ps []store.Payment) publicReceipt {
 	r := publicReceipt{InvoiceID: inv.ID, CreatedAt: inv.CreatedAt.UTC(), PaidAt: utc(inv.PaidAt),
 		ConfirmedAt: utc(inv.ConfirmedAt), SettledAt: utc(inv.SettledAt), Payments: make([]publicPayment, 0, len(ps))}
 	for _, p := range ps {
-		r.Payments = append(r.Payments, publicPayment{TxHash: p.TxHash, Amount: p.AmountWei, BlockNumber: p.BlockNumber,
-			SeenAt: p.CreatedAt.UTC(), Late: p.Late})
+		pp := publicPayment{TxHash: p.TxHash, Amount: p.AmountWei, BlockNumber: p.BlockNumber,
+			SeenAt: p.CreatedAt.UTC(), Late: p.Late}
+		if q, ok := inv.Pricing.QuoteFor(p.Token); ok {
+			a := q.Asset
+			pp.Asset = &a
+			if v, err := q.Value(p.AmountWei); err == nil {
+				pp.Value = &v
+			}
+		}
+		r.Payments = append(r.Payments, pp)
 	}
 	return r
 }

@@ -153,21 +153,32 @@ func textProblem(s string, newlines bool) string {
 // parseInvoiceRequest validates a POST /v1/invoices body.
 func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
 	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata",
-		"asset", "amount", "amount_formatted", "redirect_url")
+		"asset", "amount", "amount_formatted", "redirect_url", "price", "accept")
 	if perr != nil {
 		return invoiceRequest{}, perr
 	}
 	req := invoiceRequest{expiresIn: s.cfg.DefaultExpiry}
-	if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
-		return invoiceRequest{}, perr
-	}
-	if req.asset.IsNative() && isNull(ms["amount"]) && isNull(ms["amount_formatted"]) {
-		req.amount, perr = s.parseAmount(ms["amount_wei"]) // today's request, unchanged
-	} else {
-		req.amount, perr = s.parseAssetAmount(req.asset, ms)
-	}
-	if perr != nil {
-		return invoiceRequest{}, perr
+	switch {
+	case !isNull(ms["price"]):
+		// Priced in a fiat currency: the quotes make the amounts.
+		if req.fiat, perr = s.parseFiat(ms); perr != nil {
+			return invoiceRequest{}, perr
+		}
+	case !isNull(ms["accept"]):
+		return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "accept",
+			"accept is for an invoice with a price in a fiat currency (price); an invoice priced in an asset names it in asset")
+	default:
+		if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+			return invoiceRequest{}, perr
+		}
+		if req.asset.IsNative() && isNull(ms["amount"]) && isNull(ms["amount_formatted"]) {
+			req.amount, perr = s.parseAmount(ms["amount_wei"]) // today's request, unchanged
+		} else {
+			req.amount, perr = s.parseAssetAmount(req.asset, ms)
+		}
+		if perr != nil {
+			return invoiceRequest{}, perr
+		}
 	}
 	if raw := ms["expires_in_seconds"]; !isNull(raw) {
 		min, max := int64(s.cfg.MinExpiry/time.Second), int64(s.cfg.MaxExpiry/time.Second)

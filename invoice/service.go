@@ -30,6 +30,8 @@ type Store interface {
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 	// The public read counts the confirmations of an invoice's payments.
 	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]store.Payment, error)
+	// The merchant's reads of fiat invoices list their payments.
+	ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]store.Payment, error)
 	LatestBlock(ctx context.Context) (store.Block, error)
 }
 
@@ -62,6 +64,12 @@ type Config struct {
 	// without one an invoice is for the native coin. Defaults to nil: the
 	// native coin only, symbol DefaultNativeSymbol.
 	Assets []store.Asset
+	// Pricer quotes invoices priced in a fiat currency (a request's
+	// "price"; docs/pricing.md) in the accepted assets, which default to
+	// every asset of Assets that it prices. *pricing.Pricer satisfies it.
+	// Defaults to nil: fiat pricing off (a request with a price gets 400
+	// unsupported_currency).
+	Pricer Pricer
 	// MaxAmount caps amount_wei. Defaults to MaxAmountWei (10^27).
 	MaxAmount *store.Amount
 	// TokenMaxAmounts caps a token invoice's amount, per token contract,
@@ -314,6 +322,9 @@ type MerchantParams struct {
 	WebhookURL string
 	// SettlementAddress receives swept funds; required.
 	SettlementAddress common.Address
+	// Tolerance is the underpayment tolerance of fiat invoices; the zero
+	// value forgives nothing.
+	Tolerance store.MerchantTolerance
 }
 
 // CreatedMerchant is a new merchant and its credentials. APIKey and
@@ -345,6 +356,9 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, rules Mer
 	if err := validateMerchant(p.Name, p.WebhookURL, p.SettlementAddress); err != nil {
 		return CreatedMerchant{}, err
 	}
+	if err := p.Tolerance.Validate(); err != nil {
+		return CreatedMerchant{}, &invalidMerchant{field: "underpayment_tolerance", reason: err.Error()}
+	}
 	if err := rules.check(ctx, st, &p.WebhookURL, &p.SettlementAddress); err != nil {
 		return CreatedMerchant{}, err
 	}
@@ -358,7 +372,7 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, rules Mer
 	}
 	m := store.Merchant{
 		Name: p.Name, APIKeyDigest: digest, APIKeyHash: hash, APIKeyPrefix: prefix,
-		WebhookURL: p.WebhookURL, SettlementAddress: p.SettlementAddress,
+		WebhookURL: p.WebhookURL, SettlementAddress: p.SettlementAddress, Tolerance: p.Tolerance,
 		// The secret is sealed with the merchant id as associated data, and
 		// the id is known only after the insert: a placeholder until then,
 		// in the same transaction.
@@ -432,6 +446,9 @@ type MerchantUpdate struct {
 	Name              *string
 	WebhookURL        *string
 	SettlementAddress *common.Address
+	// Tolerance replaces the underpayment tolerance of fiat invoices
+	// created from now on (open invoices keep theirs).
+	Tolerance *store.MerchantTolerance
 }
 
 // UpdateMerchant applies u to merchant id and returns the result. The
@@ -459,6 +476,12 @@ func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate
 		}
 		if u.SettlementAddress != nil {
 			m.SettlementAddress = *u.SettlementAddress
+		}
+		if u.Tolerance != nil {
+			if err := u.Tolerance.Validate(); err != nil {
+				return &invalidMerchant{field: "underpayment_tolerance", reason: err.Error()}
+			}
+			m.Tolerance = *u.Tolerance
 		}
 		return validateMerchant(m.Name, m.WebhookURL, m.SettlementAddress)
 	})

@@ -20,7 +20,10 @@
 // indexer recorded count the same way toward invoices in that token; a
 // payment in another asset than its invoice's is recorded as wrong_asset,
 // never counted, and flags the invoice (invoice.wrong_asset; see
-// docs/tokens.md). The cursor's
+// docs/tokens.md). An invoice priced in a fiat currency counts a payment
+// in any asset it quoted, valued at that quote (Config.Valuer values money
+// that arrives after its late window at today's rates too;
+// docs/pricing.md). The cursor's
 // compare-and-set, the payments, the invoice changes and their events
 // commit in one database transaction: a crash at any point leaves either
 // all of the block or none of it, so a restart neither counts a payment

@@ -1,6 +1,8 @@
 package settlement
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/holiman/uint256"
@@ -54,6 +56,10 @@ func counted(ps []store.Payment) []store.Payment {
 // NeedsAttention is never cleared here: only an operator clears it.
 func setTotals(inv *store.Invoice, ps []store.Payment) {
 	ps = counted(ps)
+	if inv.IsFiat() {
+		setFiatTotals(inv, ps)
+		return
+	}
 	sum := sumPayments(ps)
 	inv.PaidWei = sum
 	c := sum.Cmp(inv.AmountWei)
@@ -67,7 +73,84 @@ func setTotals(inv *store.Invoice, ps []store.Payment) {
 	}
 }
 
-func paidInFull(inv *store.Invoice) bool { return inv.PaidWei.Cmp(inv.AmountWei) >= 0 }
+func paidInFull(inv *store.Invoice) bool {
+	if inv.IsFiat() {
+		return fiatStanding(inv).Paid
+	}
+	return inv.PaidWei.Cmp(inv.AmountWei) >= 0
+}
+
+// setFiatTotals sets a fiat invoice's totals from its counted payments
+// (docs/pricing.md): paid_value is their value at the locked quotes of
+// their assets, added exactly and rounded down once; paid_wei what arrived
+// in its own asset (its first quote's); overpaid when the value passes the
+// price, underpaid when something arrived and the value is short of the
+// price (within the tolerance or not: a PAID invoice can be underpaid);
+// paid_late when any payment arrived after expiry. A valuation that fails
+// (it cannot, with quotes made by one pricer) counts nothing and flags the
+// invoice for an operator: never paid on an error.
+func setFiatTotals(inv *store.Invoice, ps []store.Payment) {
+	own := inv.Asset().Token()
+	amounts := make([]store.AssetAmount, len(ps))
+	var inOwn []store.Payment
+	inv.PaidLate = false
+	for i, p := range ps {
+		amounts[i] = store.AssetAmount{Token: p.Token, Amount: p.AmountWei}
+		if store.SameToken(p.Token, own) {
+			inOwn = append(inOwn, p)
+		}
+		inv.PaidLate = inv.PaidLate || p.Late
+	}
+	inv.PaidWei = sumPayments(inOwn)
+	inv.Underpaid, inv.Overpaid = false, false
+	if len(ps) == 0 {
+		inv.PaidValue = nil
+		return
+	}
+	v, err := store.ValuePayments(inv.Pricing.Quotes, amounts)
+	if err != nil {
+		inv.NeedsAttention = true
+		v = store.Fiat{Currency: inv.Pricing.Price.Currency}
+	}
+	inv.PaidValue = &v.Minor
+	st := fiatStanding(inv)
+	inv.Underpaid = !st.Shortfall.IsZero()
+	inv.Overpaid = !st.Excess.IsZero()
+}
+
+// fiatStanding is how a fiat invoice's paid value stands against its price
+// under its tolerance (an invalid stored tolerance counts as none).
+func fiatStanding(inv *store.Invoice) store.Standing {
+	paid, _ := inv.PaidFiat()
+	st, err := store.Assess(inv.Pricing.Price, paid, inv.Pricing.Tolerance)
+	if err != nil {
+		st, _ = store.Assess(inv.Pricing.Price, paid, store.Tolerance{})
+	}
+	return st
+}
+
+// sweepLead is the asset a fiat invoice's sweep moves first, chosen when
+// the sweep is queued from the payments that count: the native coin when
+// some arrived (its sponsored sweep sends exactly what the payer sent),
+// else the first quoted token that arrived. The sweep moves the other
+// quoted assets that arrived after it, as it moves wrong assets
+// (docs/tokens.md).
+func sweepLead(inv store.Invoice, ps []store.Payment) *store.Asset {
+	for _, native := range []bool{true, false} {
+		for _, q := range inv.Pricing.Quotes {
+			if q.Asset.IsNative() != native {
+				continue
+			}
+			for _, p := range ps {
+				if store.SameToken(p.Token, q.Asset.Token()) {
+					a := q.Asset
+					return &a
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // isLateBeyondWindow reports whether a payment now to an EXPIRED invoice
 // comes after its late window: recorded, but no longer applied.
@@ -166,6 +249,7 @@ func applyRevert(inv store.Invoice, remaining []store.Payment, now time.Time) (s
 		}
 		next.SweepStatus = store.SweepNone
 		next.ConfirmedAt = nil
+		next.SweepAsset = nil // chosen again at the next confirmation
 		next.Status = store.StatusPaid
 		if !paidInFull(&next) {
 			back()
@@ -198,6 +282,9 @@ func applyConfirm(inv store.Invoice, ps []store.Payment, maxBlock uint64, now ti
 	next.ConfirmedAt = &now
 	next.SweepStatus = store.SweepQueued
 	next.UpdatedAt = now
+	if next.IsFiat() {
+		next.SweepAsset = sweepLead(next, ps)
+	}
 	return next, store.EventInvoiceConfirmed
 }
 
@@ -212,4 +299,61 @@ func applyExpire(inv store.Invoice, now time.Time) (store.Invoice, string) {
 	next.Status = store.StatusExpired
 	next.UpdatedAt = now
 	return next, store.EventInvoiceExpired
+}
+
+// lateValuation values the counted payments of a fiat invoice that
+// arrived after its late window (recorded after expires_at + the window:
+// the new ones among them): at the locked quotes, and at the rates of the
+// moment through the Valuer, when there is one and it has a rate for each
+// asset (Current nil otherwise).
+func (s *Settler) lateValuation(ctx context.Context, inv store.Invoice, ps []store.Payment, now time.Time) *store.LateValuation {
+	cutoff := inv.ExpiresAt.Add(s.cfg.LateWindow)
+	perAsset := map[string]*store.AssetAmount{}
+	var order []string
+	var amounts []store.AssetAmount
+	for _, p := range counted(ps) {
+		if !p.CreatedAt.After(cutoff) {
+			continue
+		}
+		amounts = append(amounts, store.AssetAmount{Token: p.Token, Amount: p.AmountWei})
+		key := "native"
+		if p.Token != nil {
+			key = p.Token.Hex()
+		}
+		if perAsset[key] == nil {
+			perAsset[key] = &store.AssetAmount{Token: p.Token}
+			order = append(order, key)
+		}
+		perAsset[key].Amount = sumPayments([]store.Payment{{AmountWei: perAsset[key].Amount}, {AmountWei: p.AmountWei}})
+	}
+	cur := inv.Pricing.Price.Currency
+	locked, err := store.ValuePayments(inv.Pricing.Quotes, amounts)
+	if err != nil {
+		locked = store.Fiat{Currency: cur}
+	}
+	out := &store.LateValuation{Locked: locked, At: now}
+	if s.cfg.Valuer == nil {
+		return out
+	}
+	current := store.Fiat{Currency: cur}
+	for _, key := range order {
+		a := perAsset[key]
+		q, ok := inv.Pricing.QuoteFor(a.Token)
+		if !ok {
+			return out
+		}
+		v, err := s.cfg.Valuer.CurrentValue(ctx, q.Asset, a.Amount, cur.Code)
+		if err != nil || v.Currency != cur {
+			s.log.WarnContext(ctx, "settlement: no current rate for a late payment", slog.Int64("invoice_id", inv.ID),
+				slog.String("asset", q.Asset.Symbol), slog.Any("error", err))
+			return out
+		}
+		sum, ok := current.Minor.Add(v.Minor)
+		if !ok {
+			return out
+		}
+		current.Minor = sum
+	}
+	out.Current = &current
+	return out
 }

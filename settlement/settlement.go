@@ -38,6 +38,12 @@ type Store interface {
 
 var _ Store = store.Store(nil)
 
+// Valuer tells what an amount of an asset is worth now in a currency,
+// rounded down to its minor unit (invoice/pricing's Pricer.CurrentValue).
+type Valuer interface {
+	CurrentValue(ctx context.Context, asset store.Asset, amount store.Amount, currency string) (store.Fiat, error)
+}
+
 // Config tunes a Settler. The zero value is usable: every field documents
 // its default.
 type Config struct {
@@ -74,6 +80,12 @@ type Config struct {
 	// that arrived by its symbol and formats the amount with its decimals.
 	// A token not listed is named by its address alone. Defaults to none.
 	Assets []store.Asset
+	// Valuer values money that arrives at an invoice priced in a fiat
+	// currency after its late window at the rates of the moment, beside
+	// its locked quotes (the invoice's late_valuation, docs/pricing.md).
+	// *pricing.Pricer satisfies it. Defaults to nil: only the locked
+	// valuation is recorded.
+	Valuer Valuer
 	// Registerer receives the Prometheus collectors: processed block, lag,
 	// payments matched, invoice transitions, events, reorgs. Defaults to a
 	// new private registry, available from Settler.Gatherer.

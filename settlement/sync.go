@@ -244,7 +244,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					p := store.Payment{InvoiceID: inv.ID, TxHash: in.tx, LogIndex: in.log,
 						BlockNumber: n, BlockHash: b.Hash, From: in.from, AmountWei: in.value,
 						Late: late, CreatedAt: now, Token: in.token,
-						WrongAsset: !store.SameToken(in.token, inv.TokenAddress)}
+						WrongAsset: !inv.Accepts(in.token)}
 					fresh = append(fresh, p)
 					paid[inv.ID] = append(paid[inv.ID], p)
 					if p.WrongAsset {
@@ -267,6 +267,9 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 				if rightAsset[inv.ID] {
 					var event string
 					updated, event = applyPayments(inv, paid[inv.ID], now, s.cfg.LateWindow)
+					if event == store.EventInvoiceLatePayment && updated.IsFiat() {
+						updated.LateValuation = s.lateValuation(ctx, updated, paid[inv.ID], now)
+					}
 					events = append(events, event)
 				}
 				if len(wrongAsset[inv.ID]) > 0 {
@@ -275,6 +278,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					events = append(events, event)
 				}
 				w.addWrong(inv, updated, wrongAsset[inv.ID], events...)
+				w.withPayments(paid[inv.ID])
 			}
 			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
 				return err
@@ -377,6 +381,18 @@ type writes struct {
 	// wrong holds, for an invoice.wrong_asset event, the payments in
 	// another asset that caused it (parallel to updated).
 	wrong [][]store.Payment
+	// payments holds every payment of a fiat invoice (parallel to
+	// updated): its events list them, each with its value.
+	payments [][]store.Payment
+}
+
+// withPayments gives the invoice added last its payments, for its events
+// (a fiat invoice's list them with their values). A no-op when the last
+// add wrote nothing.
+func (w *writes) withPayments(ps []store.Payment) {
+	if len(w.payments) < len(w.updated) {
+		w.payments = append(w.payments, ps)
+	}
 }
 
 func (w *writes) add(old, updated store.Invoice, events ...string) {
@@ -389,6 +405,9 @@ func (w *writes) addWrong(old, updated store.Invoice, wrong []store.Payment, eve
 	events = slices.DeleteFunc(events, func(e string) bool { return e == "" })
 	if len(events) == 0 {
 		return
+	}
+	for len(w.payments) < len(w.updated) {
+		w.payments = append(w.payments, nil) // an earlier add without payments
 	}
 	w.wrong = append(w.wrong, wrong)
 	w.old = append(w.old, old)
@@ -416,7 +435,7 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 	)
 	for i, inv := range w.updated {
 		for j, typ := range w.events[i] {
-			var extra map[string]any
+			extra := map[string]any{}
 			if typ == store.EventInvoiceWrongAsset {
 				// What arrived: the asset, amount and transaction of each
 				// payment in another asset.
@@ -424,7 +443,12 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 				for j, p := range w.wrong[i] {
 					ps[j] = api.NewPayment(p, s.cfg.Assets...)
 				}
-				extra = map[string]any{"wrong_asset_payments": ps}
+				extra["wrong_asset_payments"] = ps
+			}
+			if inv.IsFiat() && i < len(w.payments) && len(w.payments[i]) > 0 {
+				// A fiat invoice's events list its payments with their
+				// values at the locked quotes.
+				extra["payments"] = api.NewPayments(*inv, w.payments[i], s.cfg.Assets...)
 			}
 			ev, err := api.InvoiceEvent(typ, *inv, now, extra)
 			if err != nil {
@@ -547,6 +571,7 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 		for _, inv := range invs {
 			updated, event := applyRevert(inv, left[inv.ID], now)
 			w.add(inv, updated, event)
+			w.withPayments(left[inv.ID])
 		}
 		if changes, err = s.write(ctx, tx, "revert", w, now); err != nil {
 			return err
@@ -674,6 +699,7 @@ func (s *Settler) batch(ctx context.Context, ids []int64, name string,
 		for _, inv := range invs {
 			updated, event := rule(inv, paid[inv.ID], now)
 			w.add(inv, updated, event)
+			w.withPayments(paid[inv.ID])
 		}
 		if changes, err = s.write(ctx, tx, name, w, now); err != nil {
 			return err

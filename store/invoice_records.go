@@ -25,6 +25,10 @@ type Merchant struct {
 	UpdatedAt               time.Time      `db:"updated_at"`
 	// DisabledAt, when set, makes every credential of the merchant invalid.
 	DisabledAt *time.Time `db:"disabled_at"`
+	// Tolerance is how much less than a fiat invoice's price still pays
+	// it; every fiat invoice keeps a snapshot of it from its creation
+	// (Pricing.Tolerance).
+	Tolerance MerchantTolerance `db:"underpayment_tolerance"`
 }
 
 // Invoice statuses. See DESIGN.md §3.
@@ -102,6 +106,27 @@ type Invoice struct {
 	TokenAddress  *common.Address `db:"token_address"`
 	AssetSymbol   string          `db:"asset_symbol"`
 	AssetDecimals uint8           `db:"asset_decimals"`
+
+	// Pricing is set on an invoice priced in a fiat currency (issue 25,
+	// docs/pricing.md), fixed at creation: the price, the tolerance and a
+	// locked quote per accepted asset. Its first quote is the invoice's
+	// asset (TokenAddress…, AmountWei, PaymentURI); a payment in any
+	// quoted asset counts. Nil for an invoice priced in its asset.
+	Pricing *Pricing `db:"pricing"`
+	// PaidValue is what the counted payments of a fiat invoice are worth
+	// at its locked quotes, in minor units of its price's currency
+	// (settlement sets it; see PaidFiat). PaidWei is then the base units
+	// paid in the invoice's own asset (its first quote) only.
+	PaidValue *Amount `db:"paid_value"`
+	// LateValuation is set when money arrived at a fiat invoice after its
+	// late window: both valuations, for the merchant to decide.
+	LateValuation *LateValuation `db:"late_valuation"`
+	// SweepAsset is the asset a fiat invoice's sweep moves first (chosen
+	// by settlement when it queues the sweep: the native coin when some
+	// was paid, else the first quoted token paid); the other quoted assets
+	// that arrived follow it (docs/tokens.md). Nil for an invoice priced
+	// in its asset, whose sweep moves its asset.
+	SweepAsset *Asset `db:"sweep_asset"`
 }
 
 // Asset returns the invoice's asset. A native-coin invoice always has

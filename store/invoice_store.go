@@ -20,7 +20,8 @@ type MerchantStore interface {
 	// has this HMAC digest.
 	GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (Merchant, error)
 	// UpdateMerchant writes the mutable fields of m (name, credentials,
-	// webhook_url, settlement_address, updated_at, disabled_at).
+	// webhook_url, settlement_address, updated_at, disabled_at,
+	// underpayment tolerance).
 	UpdateMerchant(ctx context.Context, m Merchant) error
 	ListMerchants(ctx context.Context) ([]Merchant, error)
 }

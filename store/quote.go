@@ -51,6 +51,10 @@ type Quote struct {
 	Sources   []QuoteSource `json:"sources"`
 	CreatedAt time.Time     `json:"created_at"`
 	ExpiresAt time.Time     `json:"expires_at"`
+	// PaymentURI is the EIP-681 request for Amount of Asset to the
+	// invoice's deposit address; the invoice package sets it once the
+	// invoice has its address ("" before).
+	PaymentURI string `json:"payment_uri,omitempty"`
 }
 
 // QuoteSource is one observation behind a quote's rate.

@@ -88,7 +88,8 @@ type SettlementStore interface {
 	InsertPayments(ctx context.Context, ps []Payment) error
 	// UpdateInvoiceStates writes the fields settlement owns — status,
 	// paid_wei, underpaid, overpaid, paid_late, needs_attention, paid_at,
-	// confirmed_at, sweep_status and updated_at — of each invoice whose
+	// confirmed_at, sweep_status, updated_at and, for fiat invoices,
+	// paid_value, late_valuation and sweep_asset — of each invoice whose
 	// version still matches, in one statement on PostgreSQL, and increments
 	// each Version. ErrConflict when any invoice changed since it was read;
 	// use inside InTx, which then rolls back the others.

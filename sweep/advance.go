@@ -20,6 +20,7 @@ import (
 // was; the error is for transient failures only (the invoice is retried
 // after RetryBackoff).
 func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outcome, error) {
+	inv = sweptAs(inv)
 	txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)
 	if err != nil {
 		return outcome{}, err
@@ -28,6 +29,21 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 		return s.advanceToken(ctx, p, inv, *token, txs)
 	}
 	return s.advanceNative(ctx, p, inv, txs)
+}
+
+// sweptAs is an invoice as its sweep sees it. An invoice priced in a fiat
+// currency may have been paid in any of its quoted assets, several at
+// once: it is swept in the asset settlement chose when it queued the sweep
+// (SweepAsset: the native coin when some arrived, else the first quoted
+// token that did), exactly as an invoice in that asset; the other assets
+// that arrived follow, by the machinery that moves wrong-asset payments
+// (wrongasset.go): each token in full, the native coin last paying its own
+// gas (docs/tokens.md).
+func sweptAs(inv store.Invoice) store.Invoice {
+	if inv.IsFiat() && inv.SweepAsset != nil {
+		inv.SetAsset(*inv.SweepAsset)
+	}
+	return inv
 }
 
 // precheck runs before anything is signed for an invoice. stop reports an

@@ -69,7 +69,10 @@
 // its stored bytes. A deposit address is swept by at most one live
 // transaction (the store enforces it), always at nonce 0; a token paid to
 // it as a wrong asset is moved afterwards with the deposit's next nonce
-// (one live transfer per token), docs/tokens.md.
+// (one live transfer per token), docs/tokens.md. An invoice priced in a
+// fiat currency is swept in the asset settlement chose when it queued the
+// sweep (its sweep_asset), and every other quoted asset that arrived
+// follows by that same machinery.
 //
 // Node refusals are mapped by meaning (go-ethereum's and Cosmos EVM's
 // JSON-RPC messages): "already known" is success; "nonce too low" is

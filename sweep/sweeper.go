@@ -333,7 +333,18 @@ func (s *Sweeper) settle(ctx context.Context, p *pass, claimed store.Invoice, ou
 		if event == "" {
 			return nil
 		}
-		ev, err := api.InvoiceEvent(event, inv, now, nil)
+		var extra map[string]any
+		if inv.IsFiat() {
+			// A fiat invoice's events list its payments with their values.
+			ps, err := tx.ListPaymentsByInvoice(ctx, inv.ID)
+			if err != nil {
+				return err
+			}
+			if len(ps) > 0 {
+				extra = map[string]any{"payments": api.NewPayments(inv, ps)}
+			}
+		}
+		ev, err := api.InvoiceEvent(event, inv, now, extra)
 		if err != nil {
 			return err
 		}

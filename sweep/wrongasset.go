@@ -119,7 +119,10 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 	}
 	wrong := false
 	for _, pay := range pays {
-		wrong = wrong || pay.WrongAsset && pay.Token == nil
+		// Any native coin at a token-led invoice: paid as a wrong asset,
+		// or a quoted asset of a fiat invoice that arrived after its sweep
+		// was queued in a token.
+		wrong = wrong || pay.Token == nil
 	}
 	if !wrong {
 		return outcome{}, true, nil
@@ -208,9 +211,10 @@ func depositNextNonce(txs []store.SweepTx, deposit common.Address) uint64 {
 	return next
 }
 
-// wrongTokens returns the configured tokens settlement recorded as
-// wrong-asset payments to inv (another token than its own), in the order
-// first paid.
+// wrongTokens returns the tokens paid to inv other than its own (as the
+// sweep sees it, sweptAs): those settlement recorded as wrong-asset
+// payments and, for a fiat invoice, its other quoted tokens that arrived,
+// in the order first paid.
 func (s *Sweeper) wrongTokens(ctx context.Context, inv store.Invoice) ([]common.Address, error) {
 	pays, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
 	if err != nil {
@@ -220,7 +224,9 @@ func (s *Sweeper) wrongTokens(ctx context.Context, inv store.Invoice) ([]common.
 	var out []common.Address
 	seen := map[common.Address]bool{}
 	for _, pay := range pays {
-		if !pay.WrongAsset || pay.Token == nil || own != nil && *pay.Token == *own || seen[*pay.Token] {
+		// Every token but the one swept first: a wrong asset, or another
+		// quoted asset of a fiat invoice.
+		if pay.Token == nil || own != nil && *pay.Token == *own || seen[*pay.Token] {
 			continue
 		}
 		seen[*pay.Token] = true

@@ -22,6 +22,10 @@
 // time per invoice: that of its postmaster and all its children, so on a
 // server other clients use too it counts their work as well.
 //
+// With -fiat EUR every invoice is priced at 49.90 EUR and quoted in ETH
+// and USDC from warm rates (the offline dev table): compare its p50 with a
+// run without it to see what quote creation adds.
+//
 //	go run ./hosts/invoice-load -duration 10s
 //	go run ./hosts/invoice-load -durable -conns 16 -pool 16
 package main
@@ -55,6 +59,7 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
@@ -78,6 +83,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	memProfile := fs.String("memprofile", "", "write an allocation profile (warm-up and measured phase) to this file")
 	durable := fs.Bool("durable", false, "without -db: run the private server with PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on)")
 	batch := fs.Int("batch", 0, "the API's CreateBatchSize (0: its default; 1: no group commit)")
+	fiat := fs.String("fiat", "", "price every invoice at 49.90 in this ISO 4217 currency (EUR, USD, …): quoted in ETH and USDC by a Pricer over the offline dev rates, warm (docs/pricing.md); empty: an amount in wei")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,7 +135,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	batches := &batchCounter{}
-	svc, err := newService(st, *batch, slog.New(batches))
+	var pricer *pricing.Pricer
+	body := []byte(`{"amount_wei":"1500000000000000000","order_id":"load"}`)
+	if *fiat != "" {
+		// Warm rates: the dev table, refreshed once before the run and
+		// always fresh (its observations are made when asked).
+		if pricer, err = pricing.New([]pricing.Source{pricing.Dev()}, pricing.Config{Assets: []string{"ETH", "USDC"},
+			Currencies: []string{strings.ToUpper(*fiat)}, MinSources: 1, RefreshInterval: time.Hour, MaxAge: 2 * time.Hour}); err != nil {
+			return err
+		}
+		if err := pricer.Refresh(ctx); err != nil {
+			return err
+		}
+		body = []byte(`{"price":{"amount":"49.90","currency":"` + strings.ToUpper(*fiat) + `"},"order_id":"load"}`)
+		fmt.Fprintf(stdout, "invoices: priced at 49.90 %s, quoted in ETH and USDC (warm dev rates)\n", strings.ToUpper(*fiat))
+	} else {
+		fmt.Fprintf(stdout, "invoices: 1.5 ETH in wei\n")
+	}
+	svc, err := newService(st, *batch, slog.New(batches), pricer)
 	if err != nil {
 		return err
 	}
@@ -151,7 +174,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "load: %d clients, API pool %d connections, warm-up %s, measured %s\n", *conns, *pool, *warmup, *duration)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conns, MaxConnsPerHost: *conns, DisableCompression: true}}
-	warm, err := phase(ctx, client, target, merchant.APIKey, "warm", *conns, *warmup)
+	warm, err := phase(ctx, client, target, merchant.APIKey, "warm", body, *conns, *warmup)
 	if err != nil {
 		return err
 	}
@@ -167,7 +190,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	selfBefore, pgBefore, mallocsBefore := selfCPU(), pgCPU(pgPID), mallocs()
 	batches.reset()
-	res, err := phase(ctx, client, target, merchant.APIKey, "run", *conns, *duration)
+	res, err := phase(ctx, client, target, merchant.APIKey, "run", body, *conns, *duration)
 	selfUsed, pgUsed, allocs := selfCPU()-selfBefore, pgCPU(pgPID)-pgBefore, mallocs()-mallocsBefore
 	commits, created, largest := batches.get()
 	if *cpuProfile != "" {
@@ -217,7 +240,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func newService(st *postgres.Store, batch int, logger *slog.Logger) (*invoice.Service, error) {
+// loadUSDC is the token the service accepts beside the native coin (never
+// paid: only quoted).
+var loadUSDC = common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")
+
+func newService(st *postgres.Store, batch int, logger *slog.Logger, pricer *pricing.Pricer) (*invoice.Service, error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
@@ -234,7 +261,12 @@ func newService(st *postgres.Store, batch int, logger *slog.Logger) (*invoice.Se
 	if err != nil {
 		return nil, err
 	}
-	return invoice.New(st, creds, w.Deriver(), 1337, invoice.Config{CreateBatchSize: batch, Logger: logger})
+	cfg := invoice.Config{CreateBatchSize: batch, Logger: logger,
+		Assets: []store.Asset{{Symbol: "USDC", Address: &loadUSDC, Decimals: 6}}}
+	if pricer != nil {
+		cfg.Pricer = pricer
+	}
+	return invoice.New(st, creds, w.Deriver(), 1337, cfg)
 }
 
 // batchCounter is a slog.Handler that counts the API's debug records of
@@ -295,8 +327,7 @@ var keySeq atomic.Int64
 
 // phase runs conns clients for d. In the warm phase it counts creations
 // without keeping latencies.
-func phase(ctx context.Context, client *http.Client, target, apiKey, name string, conns int, d time.Duration) (phaseResult, error) {
-	body := []byte(`{"amount_wei":"1500000000000000000","order_id":"load"}`)
+func phase(ctx context.Context, client *http.Client, target, apiKey, name string, body []byte, conns int, d time.Duration) (phaseResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

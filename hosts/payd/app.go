@@ -24,6 +24,7 @@ import (
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/checkout"
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
@@ -147,6 +148,9 @@ type appConfig struct {
 	explorerTxURL, explorerAddressURL string
 	// loopbackRedirects accepts http redirect_url values on loopback.
 	loopbackRedirects bool
+	// pricing configures fiat pricing (PRICING_*; payd dev: the dev rate
+	// table); the zero value turns it off.
+	pricing pricingConfig
 
 	log *slog.Logger
 }
@@ -168,6 +172,9 @@ type app struct {
 	// start, in the background and before sweep sends a signed
 	// transaction.
 	identity *indexer.Identity
+	// pricer quotes fiat prices (api role) and values late payments at
+	// today's rates (settlement role); nil without fiat pricing.
+	pricer *pricing.Pricer
 
 	adminToken string
 	creds      *invoice.Credentials
@@ -218,6 +225,12 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 		if err := checkReplicaAtStart(ctx, st, cfg.reads); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.roles[roleAPI] || cfg.roles[roleSettlement] {
+		if a.pricer, err = a.buildPricer(a.eth); err != nil {
+			return nil, err
+		}
+		a.startPricer(ctx)
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
 		if a.adminToken, err = loadAdminToken(ctx, cfg.keys); err != nil {
@@ -346,6 +359,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		AdminToken:                a.adminToken,
 		OpenAPI:                   doc,
 		Merchants:                 rules,
+		Pricer:                    a.invoicePricer(),
 		Logger:                    a.log.With("component", "invoice"),
 	})
 	if err != nil {
@@ -453,12 +467,16 @@ func (a *app) tokenAddresses() []common.Address {
 }
 
 func (a *app) buildSettlement(context.Context) error {
-	s, err := settlement.New(a.st, settlement.Config{
+	cfg := settlement.Config{
 		Confirmations: a.cfg.confirmations,
 		Assets:        append([]store.Asset{store.NativeAsset(invoice.DefaultNativeSymbol)}, a.assets...),
 		Registerer:    a.metrics(),
 		Logger:        a.log.With("component", "settlement"),
-	})
+	}
+	if a.pricer != nil {
+		cfg.Valuer = a.pricer // late payments beyond the window, valued at today's rates too
+	}
+	s, err := settlement.New(a.st, cfg)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,9 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		selfRPCURL:        true,
 		chainName:         "evmpay dev chain",
 		loopbackRedirects: true,
-		log:               log,
+		// Offline fiat pricing: the documented fixed dev rates.
+		pricing: pricingConfig{dev: true},
+		log:     log,
 	})
 	if err != nil {
 		return err
@@ -195,6 +197,12 @@ func devBanner(a *app, chain *devChain, demo invoice.CreatedMerchant, usdc *test
 	fmt.Fprintf(&b, "      -d '{\"asset\": \"%s\", \"amount_formatted\": \"12.5\"}'\n\n", usdc.Symbol)
 	fmt.Fprintf(&b, "    and pay its payment_uri the same way: payd pay 'ethereum:%s@%d/transfer?address=0x…&uint256=12500000'\n\n",
 		usdc.Address.Hex(), a.chainID)
+	fmt.Fprintf(&b, "  Or an invoice priced in euros, payable in ETH or %s (offline dev rates: 1 ETH = 2,000 EUR, 1 %s = 0.80 EUR):\n\n", usdc.Symbol, usdc.Symbol)
+	fmt.Fprintf(&b, "    curl -s -X POST %s/v1/invoices \\\n", api)
+	fmt.Fprintf(&b, "      -H 'Authorization: Bearer %s' \\\n", demo.APIKey)
+	fmt.Fprintf(&b, "      -H 'Idempotency-Key: demo-eur-1' -H 'Content-Type: application/json' \\\n")
+	fmt.Fprintf(&b, "      -d '{\"price\": {\"amount\": \"49.90\", \"currency\": \"EUR\"}}'\n\n")
+	fmt.Fprintf(&b, "    its quotes list each asset's exact amount and payment_uri; its checkout_url shows the price first.\n\n")
 	fmt.Fprintf(&b, "  Read an invoice as the merchant: curl -s %s/v1/invoices/<id> -H 'Authorization: Bearer %s'\n\n", api, demo.APIKey)
 	return b.String()
 }

@@ -271,10 +271,10 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	fi, err := os.Stat(bannerPath)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	// Both of its curl commands work as pasted, one after the other (each
+	// Its three curl commands work as pasted, one after the other (each
 	// with its own Idempotency-Key).
 	curls := regexp.MustCompile(`(?s)curl -s -X POST .*?\}'`).FindAllString(string(saved), -1)
-	require.Len(t, curls, 2, "a native and a token invoice:\n%s", saved)
+	require.Len(t, curls, 3, "a native, a token and a fiat-priced invoice:\n%s", saved)
 	for _, cmd := range curls {
 		var args []string
 		for _, m := range regexp.MustCompile(`'[^']*'|\S+`).FindAllString(strings.ReplaceAll(cmd, "\\\n", " "), -1) {
@@ -318,6 +318,7 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	require.False(t, status.SweepWallet.Low)
 
 	tokenPayFlow(t, ctx, apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, chainAddr, out.String(), recv)
+	fiatPayFlow(t, ctx, apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, chainAddr, recv)
 
 	cancel()
 	select {

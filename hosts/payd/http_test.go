@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/sqlite"
 	"github.com/evmpay/evmpay/sweep"
 )
@@ -30,6 +32,10 @@ type edgeEnv struct {
 	// A token invoice (the dev chain's test stablecoin).
 	tokenLookupToken string
 	tokenInvoiceID   int64
+	// An invoice priced in EUR, quoted in the native coin and the token
+	// at the dev rates, with a payment of each recorded.
+	fiatLookupToken string
+	fiatInvoiceID   int64
 }
 
 func newEdgeEnv(t *testing.T) *edgeEnv {
@@ -54,8 +60,9 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 		metricsAddr: "127.0.0.1:0",
 		rpcURL:      chain.url, keys: keys, confirmations: 12, sweepPolicy: sweep.PolicySponsor,
 		archiveAfter: 365 * 24 * time.Hour, archiveEvery: time.Hour, proxyRate: 1000, proxyBurst: 1000,
-		tokens: []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
-		log:    slog.New(slog.DiscardHandler),
+		tokens:  []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
+		pricing: pricingConfig{dev: true},
+		log:     slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	demo, err := createDemoMerchant(ctx, a, "")
@@ -85,7 +92,39 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
 	require.NoError(t, json.Unmarshal(res.body, &inv))
 	e.tokenInvoiceID, e.tokenLookupToken = inv.ID, inv.LookupToken
+	res = e.do(t, "POST", "/v1/invoices", `{"price":{"amount":"49.90","currency":"EUR"}}`,
+		"Authorization", "Bearer "+e.apiKey, "Idempotency-Key", "edge-fiat", "Content-Type", "application/json")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	require.NoError(t, json.Unmarshal(res.body, &inv))
+	e.fiatInvoiceID, e.fiatLookupToken = inv.ID, inv.LookupToken
+	e.recordFiatPayments(t, st)
 	return e
+}
+
+// recordFiatPayments records a payment of 10 USDC and one of 0.001 ETH to
+// the fiat invoice, valued as settlement values them, so that reads show
+// payments with values.
+func (e *edgeEnv) recordFiatPayments(t *testing.T, st store.Store) {
+	t.Helper()
+	inv, err := st.GetInvoice(context.Background(), e.fiatInvoiceID)
+	require.NoError(t, err)
+	token := inv.Pricing.Quotes[1].Asset.Token()
+	require.NotNil(t, token, "the native coin is quoted first, the token second")
+	ps := []store.Payment{
+		{InvoiceID: inv.ID, TxHash: common.HexToHash("0x01"), LogIndex: 0, Token: token, AmountWei: store.NewAmount(10_000_000)},
+		{InvoiceID: inv.ID, TxHash: common.HexToHash("0x02"), LogIndex: store.NativeLogIndex, AmountWei: store.MustParseAmount("1000000000000000")},
+	}
+	var all []store.AssetAmount
+	for i := range ps {
+		ps[i].CreatedAt = inv.CreatedAt
+		require.NoError(t, st.InsertPayment(context.Background(), &ps[i]))
+		all = append(all, store.AssetAmount{Token: ps[i].Token, Amount: ps[i].AmountWei})
+	}
+	v, err := store.ValuePayments(inv.Pricing.Quotes, all)
+	require.NoError(t, err)
+	require.Equal(t, "10.00 EUR", v.String(), "8.00 EUR of USDC and 2.00 EUR of ETH")
+	inv.PaidValue, inv.Underpaid, inv.PaidWei = &v.Minor, true, store.MustParseAmount("1000000000000000")
+	require.NoError(t, st.UpdateInvoice(context.Background(), &inv))
 }
 
 type edgeResult struct {
@@ -262,7 +301,7 @@ func TestHTTP_EveryJSONBodyEndpoint_NonJSONContentType_415(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status)
 	var list struct{ Data []json.RawMessage }
 	require.NoError(t, json.Unmarshal(res.body, &list))
-	require.Len(t, list.Data, 2, "the env's native and token invoices, nothing more")
+	require.Len(t, list.Data, 3, "the env's native, token and fiat invoices, nothing more")
 	res = e.do(t, "GET", "/v1/admin/merchants/2", "", "Authorization", operator)
 	require.Equal(t, http.StatusNotFound, res.status, "%s", res.body)
 	require.NotContains(t, string(e.do(t, "GET", "/v1/merchant", "", "Authorization", merchant).body), "renamed")
@@ -298,7 +337,7 @@ func TestMetrics_ServedOnlyOnTheOperatorListener(t *testing.T) {
 	requireEdgeProblem(t, e.do(t, "GET", "/metrics", ""), http.StatusNotFound, "not_found")
 	res := e.do(t, "GET", e.metrics+"/metrics", "")
 	require.Equal(t, http.StatusOK, res.status)
-	require.Contains(t, string(res.body), `evmpay_invoices{status="PENDING"} 2`)
+	require.Contains(t, string(res.body), `evmpay_invoices{status="PENDING"} 3`, "the env's native, token and fiat invoices")
 	require.NotEqual(t, e.api, e.metrics)
 }
 

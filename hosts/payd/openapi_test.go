@@ -148,6 +148,17 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 		{"GET", "/v1/public/invoice", "", []string{"Authorization", "Bearer " + e.tokenLookupToken}},
 		{"GET", fmt.Sprintf("/v1/invoices/%d", e.invoiceID), "", []string{"Authorization", merchant}},
 		{"GET", fmt.Sprintf("/v1/invoices/%d", e.tokenInvoiceID), "", []string{"Authorization", merchant}},
+		// An invoice priced in a fiat currency: price, quotes, paid value,
+		// tolerance, payments with values; its public read; a new one; a
+		// merchant's tolerance; bad prices.
+		{"GET", fmt.Sprintf("/v1/invoices/%d", e.fiatInvoiceID), "", []string{"Authorization", merchant}},
+		{"GET", "/v1/public/invoice", "", []string{"Authorization", "Bearer " + e.fiatLookupToken}},
+		{"POST", "/v1/invoices", `{"price":{"amount":"12.50","currency":"USD"},"accept":["USDC"]}`,
+			[]string{"Authorization", merchant, "Content-Type", "application/json", "Idempotency-Key", "openapi-fiat"}},
+		{"POST", "/v1/invoices", `{"price":{"amount":"12.505","currency":"USD"}}`,
+			[]string{"Authorization", merchant, "Content-Type", "application/json", "Idempotency-Key", "openapi-fiat-bad"}},
+		{"PATCH", "/v1/merchant", `{"underpayment_tolerance":{"percent":"0.5","amounts":[{"amount":"0.50","currency":"EUR"}]}}`,
+			[]string{"Authorization", merchant, "Content-Type", "application/json"}},
 		{"GET", "/v1/blocks/latest", "", nil},
 		{"GET", "/v1/blocks/0", "", nil},
 		{"GET", "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/transactions?limit=2", "", nil},

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/evmpay/evmpay/indexer"
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -146,6 +147,11 @@ type statusReport struct {
 	Secrets []secretSource `json:"secrets,omitempty"`
 	// RetiredKeys are rotated-out keys being drained (sweep role).
 	RetiredKeys []sweep.RetiredStatus `json:"retired_keys,omitempty"`
+	// Pricing is fiat pricing's state (processes that price): each rate
+	// source's health and every rate's freshness (docs/pricing.md). Its
+	// problems do not make the service unhealthy (no money is at risk:
+	// invoices are refused, never mispriced); alert on the metrics.
+	Pricing *pricing.Status `json:"pricing,omitempty"`
 	// Chain is the last check of the node against the recorded chain.
 	Chain  chainReport `json:"chain"`
 	Errors []string    `json:"errors,omitempty"`
@@ -214,6 +220,10 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.keysStatus(ctx, &rep)
+	if a.pricer != nil {
+		ps := a.pricer.Status()
+		rep.Pricing = &ps
+	}
 	cs := a.chainStatus()
 	rep.Chain = chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,
 		BehindBlocks: cs.BehindBlocks, Problem: chainProblem(cs.Err), CheckedAt: cs.CheckedAt}

@@ -112,6 +112,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		frameAncestors:     env.frameAncestors,
 		explorerTxURL:      env.explorerTxURL,
 		explorerAddressURL: env.explorerAddressURL,
+		pricing:            env.pricing,
 		log:                log,
 	})
 	if err != nil {
@@ -161,6 +162,9 @@ type serveEnv struct {
 	// pages the checkout page links to (CHAIN_EXPLORER_TX_URL with {tx},
 	// CHAIN_EXPLORER_ADDRESS_URL with {address}).
 	explorerTxURL, explorerAddressURL string
+	// pricing is fiat pricing (PRICING_SOURCES, PRICING_*): off when no
+	// source is named.
+	pricing pricingConfig
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -265,6 +269,9 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		errs = append(errs, err)
 	}
 	e.tokens = toks
+	if e.pricing, err = readPricingEnv(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	return e, errors.Join(errs...)
 }
 

@@ -436,10 +436,12 @@ func (p *Pricer) record(ctx context.Context, ev evaluation, now time.Time) {
 
 func (p *Pricer) logSource(ctx context.Context, name, err string) {
 	was := p.sourceLog[name]
-	if was == err {
+	p.sourceLog[name] = err
+	if (was == "") == (err == "") {
+		// No change of state (an error's text varies with the order its
+		// markets answered in): logged when it starts and when it ends.
 		return
 	}
-	p.sourceLog[name] = err
 	if err != "" {
 		p.log.WarnContext(ctx, "pricing: source failing", slog.String("source", name), slog.String("error", err))
 	} else {

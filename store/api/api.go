@@ -66,6 +66,82 @@ type Invoice struct {
 	// native coin left at the deposit address. Both set once SWEPT.
 	SweptWei *store.Amount `json:"swept_wei,omitempty"`
 	DustWei  *store.Amount `json:"dust_wei,omitempty"`
+
+	// The members of an invoice priced in a fiat currency (issue 25,
+	// docs/pricing.md), absent on one priced in its asset. Such an
+	// invoice's asset, amount and payment_uri are those of its first
+	// quote, and paid counts that asset only: paid_value is what counts.
+	//
+	// Price is what the merchant asked: {"amount": "49.90", "currency": "EUR"}.
+	Price *store.Fiat `json:"price,omitempty"`
+	// Quotes are the locked quotes, one per accepted asset: pay any of
+	// them, or parts of several, at the one deposit address.
+	Quotes []Quote `json:"quotes,omitempty"`
+	// PaidValue is what the payments that count are worth at the locked
+	// quotes, in the price's currency (rounded down once).
+	PaidValue *store.Fiat `json:"paid_value,omitempty"`
+	// UnderpaymentTolerance is the merchant's tolerance as it stood when
+	// the invoice was created: paid when paid_value ≥ price − the larger
+	// of amount and percent of the price.
+	UnderpaymentTolerance *Tolerance `json:"underpayment_tolerance,omitempty"`
+	// LateValuation is set when money arrived after the late window: its
+	// value at the locked quotes and at the rates of the moment, for the
+	// merchant to decide (the invoice stays EXPIRED, needs_attention).
+	LateValuation *LateValuation `json:"late_valuation,omitempty"`
+	// SweepAsset is the asset swept_wei counts, once the sweep is queued
+	// (the other quoted assets that arrived are swept after it).
+	SweepAsset *store.Asset `json:"sweep_asset,omitempty"`
+	// Payments are the invoice's payments, each with its value at the
+	// locked quote of its asset, when the producer has them at hand: the
+	// invoice API's reads and the events that payments and sweeps cause.
+	Payments []Payment `json:"payments,omitempty"`
+}
+
+// Quote is a fiat invoice's locked quote in one asset: pay Amount base
+// units of Asset (rounded up: the least amount worth the price at Rate).
+type Quote struct {
+	Asset           store.Asset  `json:"asset"`
+	Amount          store.Amount `json:"amount"`
+	AmountFormatted string       `json:"amount_formatted"`
+	// Rate is the price of one whole unit of Asset in the price's
+	// currency, exact.
+	Rate store.Decimal `json:"rate"`
+	// Pegged: a stablecoin quoted at its peg (its market was within the
+	// band); Stale: the last good rate, used because too few sources
+	// answered (never older than the pricing's maximum age).
+	Pegged bool `json:"pegged"`
+	Stale  bool `json:"stale"`
+	// Sources are the observations behind Rate (every leg of a crossed
+	// rate).
+	Sources    []QuoteSource `json:"sources"`
+	PaymentURI string        `json:"payment_uri"`
+	CreatedAt  time.Time     `json:"created_at"`
+	ExpiresAt  time.Time     `json:"expires_at"`
+}
+
+// QuoteSource is one observation behind a quote: Rate units of the pair's
+// quote currency per whole unit of its base, as Name observed it at
+// ObservedAt.
+type QuoteSource struct {
+	Name       string        `json:"name"`
+	Pair       string        `json:"pair"`
+	Rate       store.Decimal `json:"rate"`
+	ObservedAt time.Time     `json:"observed_at"`
+}
+
+// Tolerance is an underpayment tolerance in one currency.
+type Tolerance struct {
+	Amount  store.Fiat    `json:"amount"`
+	Percent store.Decimal `json:"percent"`
+}
+
+// LateValuation is what money that arrived after a fiat invoice's late
+// window is worth: at the locked quotes and, when a rate could be had, at
+// the rates when it was recorded.
+type LateValuation struct {
+	Locked  store.Fiat  `json:"locked"`
+	Current *store.Fiat `json:"current,omitempty"`
+	At      time.Time   `json:"at"`
 }
 
 // DefaultNativeSymbol names the native coin of an invoice whose row has no
@@ -94,6 +170,37 @@ func NewInvoice(inv store.Invoice) Invoice {
 		amount, paid := inv.AmountWei, inv.PaidWei
 		out.AmountWei, out.PaidWei = &amount, &paid
 	}
+	if p := inv.Pricing; p != nil {
+		price := p.Price
+		paid, _ := inv.PaidFiat()
+		out.Price, out.PaidValue = &price, &paid
+		out.UnderpaymentTolerance = &Tolerance{Amount: p.Tolerance.Amount, Percent: p.Tolerance.Percent}
+		if out.UnderpaymentTolerance.Amount.Currency.Code == "" {
+			out.UnderpaymentTolerance.Amount.Currency = p.Price.Currency
+		}
+		out.Quotes = make([]Quote, len(p.Quotes))
+		for i, q := range p.Quotes {
+			out.Quotes[i] = NewQuote(q)
+		}
+		if l := inv.LateValuation; l != nil {
+			out.LateValuation = &LateValuation{Locked: l.Locked, Current: l.Current, At: l.At.UTC()}
+		}
+		if sa := inv.SweepAsset; sa != nil {
+			a := *sa
+			out.SweepAsset = &a
+		}
+	}
+	return out
+}
+
+// NewQuote is a locked quote's JSON.
+func NewQuote(q store.Quote) Quote {
+	out := Quote{Asset: q.Asset, Amount: q.Amount, AmountFormatted: q.Asset.Format(q.Amount), Rate: q.Rate,
+		Pegged: q.Pegged, Stale: q.Stale, Sources: make([]QuoteSource, len(q.Sources)), PaymentURI: q.PaymentURI,
+		CreatedAt: q.CreatedAt.UTC(), ExpiresAt: q.ExpiresAt.UTC()}
+	for i, s := range q.Sources {
+		out.Sources[i] = QuoteSource{Name: s.Name, Pair: s.Pair, Rate: s.Rate, ObservedAt: s.At.UTC()}
+	}
 	return out
 }
 
@@ -108,13 +215,25 @@ type Merchant struct {
 	CreatedAt         time.Time             `json:"created_at"`
 	UpdatedAt         time.Time             `json:"updated_at"`
 	DisabledAt        *time.Time            `json:"disabled_at,omitempty"`
+	// UnderpaymentTolerance is how much less than a fiat invoice's price
+	// still pays it: the larger of percent of the price and the amount
+	// set for the price's currency. New invoices take it as it stands.
+	UnderpaymentTolerance MerchantTolerance `json:"underpayment_tolerance"`
+}
+
+// MerchantTolerance is a merchant's underpayment tolerance: a percentage
+// of the price and absolute amounts, at most one per currency.
+type MerchantTolerance struct {
+	Percent store.Decimal `json:"percent"`
+	Amounts []store.Fiat  `json:"amounts"`
 }
 
 // NewMerchant is a merchant's JSON.
 func NewMerchant(m store.Merchant) Merchant {
+	tol := MerchantTolerance{Percent: m.Tolerance.Percent, Amounts: append([]store.Fiat{}, m.Tolerance.Amounts...)}
 	return Merchant{ID: m.ID, Name: m.Name, APIKeyPrefix: m.APIKeyPrefix, WebhookURL: m.WebhookURL,
 		SettlementAddress: store.ChecksumAddress(m.SettlementAddress), CreatedAt: m.CreatedAt.UTC(),
-		UpdatedAt: m.UpdatedAt.UTC(), DisabledAt: utc(m.DisabledAt)}
+		UpdatedAt: m.UpdatedAt.UTC(), DisabledAt: utc(m.DisabledAt), UnderpaymentTolerance: tol}
 }
 
 // Payment is a payment to an invoice: its transaction (and the Transfer
@@ -132,6 +251,10 @@ type Payment struct {
 	Late            bool                  `json:"late"`
 	WrongAsset      bool                  `json:"wrong_asset"`
 	SeenAt          time.Time             `json:"seen_at"`
+	// Value is what the payment is worth at its fiat invoice's locked
+	// quote of its asset, rounded down (absent for a payment in an asset
+	// the invoice did not quote, and on invoices priced in their asset).
+	Value *store.Fiat `json:"value,omitempty"`
 }
 
 // NewPayment is a payment's JSON. assets name and format the asset that
@@ -158,6 +281,32 @@ func NewPayment(p store.Payment, assets ...store.Asset) Payment {
 	}
 	if known {
 		out.AmountFormatted = out.Asset.Format(p.AmountWei)
+	}
+	return out
+}
+
+// NewPayments is the JSON of an invoice's payments: each names and
+// formats its asset (the invoice's quotes' assets, then assets), and a
+// payment that counts toward a fiat invoice carries its value at the
+// locked quote of its asset.
+func NewPayments(inv store.Invoice, ps []store.Payment, assets ...store.Asset) []Payment {
+	if inv.Pricing != nil {
+		known := make([]store.Asset, 0, len(inv.Pricing.Quotes)+len(assets))
+		for _, q := range inv.Pricing.Quotes {
+			known = append(known, q.Asset)
+		}
+		assets = append(known, assets...)
+	} else {
+		assets = append([]store.Asset{inv.Asset()}, assets...)
+	}
+	out := make([]Payment, len(ps))
+	for i, p := range ps {
+		out[i] = NewPayment(p, assets...)
+		if q, ok := inv.Pricing.QuoteFor(p.Token); ok && !p.WrongAsset {
+			if v, err := q.Value(p.AmountWei); err == nil {
+				out[i].Value = &v
+			}
+		}
 	}
 	return out
 }

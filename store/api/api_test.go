@@ -82,6 +82,8 @@ func TestMerchant_JSON_Golden(t *testing.T) {
 		WebhookURL: "https://shop.example/hooks", WebhookSecretCiphertext: []byte{8},
 		SettlementAddress: common.HexToAddress("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"), CreatedAt: at, UpdatedAt: at}
 	golden(t, "merchant", api.NewMerchant(m))
+	m.Tolerance = store.MerchantTolerance{Percent: store.MustParseDecimal("0.5"), Amounts: []store.Fiat{store.MustParseFiat("0.50", "EUR")}}
+	golden(t, "merchant_tolerance", api.NewMerchant(m))
 }
 
 func TestPayment_JSON_Golden(t *testing.T) {
@@ -117,4 +119,76 @@ func TestInvoiceEvent_DataIsTheInvoiceJSON(t *testing.T) {
 	wantMap["wrong_asset_payments"] = []any{}
 	require.Equal(t, wantMap, data)
 	require.Equal(t, "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", data["deposit_address"], "EIP-55")
+}
+
+// fiatRow is invoiceRow priced at 49.90 EUR, quoted in USDC and ETH,
+// part paid in each.
+func fiatRow() store.Invoice {
+	inv := invoiceRow()
+	price := store.MustParseFiat("49.90", "EUR")
+	u := usdc
+	usdcAsset := store.Asset{Symbol: "USDC", Address: &u, Decimals: 6}
+	seen := at.Add(-4 * time.Second)
+	inv.Pricing = &store.Pricing{
+		Price:     price,
+		Tolerance: store.Tolerance{Amount: store.MustParseFiat("0.50", "EUR"), Percent: store.MustParseDecimal("1")},
+		Quotes: []store.Quote{
+			{Asset: usdcAsset, Amount: store.NewAmount(62_375_000), Price: price, Rate: store.MustParseDecimal("0.8"), Pegged: true,
+				Sources: []store.QuoteSource{
+					{Name: "coinbase", Pair: "USDC/USD", Rate: store.MustParseDecimal("1.0002"), At: seen},
+					{Name: "kraken", Pair: "USDC/USD", Rate: store.MustParseDecimal("0.9999"), At: seen},
+					{Name: "ecb", Pair: "EUR/USD", Rate: store.MustParseDecimal("1.25"), At: at.Add(-20 * time.Hour)}},
+				CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+				PaymentURI: "ethereum:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48@262144/transfer?address=0x70997970C51812dc3A010C7d01b50e0d17dc79C8&uint256=62375000"},
+			{Asset: store.NativeAsset("ETH"), Amount: store.MustParseAmount("24950000000000000"), Price: price, Rate: store.MustParseDecimal("2000"),
+				Sources: []store.QuoteSource{
+					{Name: "coinbase", Pair: "ETH/EUR", Rate: store.MustParseDecimal("2000.10"), At: seen},
+					{Name: "kraken", Pair: "ETH/EUR", Rate: store.MustParseDecimal("1999.90"), At: seen}},
+				CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+				PaymentURI: "ethereum:0x70997970C51812dc3A010C7d01b50e0d17dc79C8@262144?value=24950000000000000"},
+		},
+	}
+	inv.SetAsset(usdcAsset)
+	inv.AmountWei, inv.PaidWei = store.NewAmount(62_375_000), store.NewAmount(30_000_000)
+	inv.PaymentURI = inv.Pricing.Quotes[0].PaymentURI
+	v := store.NewAmount(3900) // 24.00 EUR in USDC + 15.00 EUR in ETH
+	inv.PaidValue = &v
+	return inv
+}
+
+func TestInvoice_FiatJSON_Golden(t *testing.T) {
+	inv := fiatRow()
+	v := api.NewInvoice(inv)
+	require.Nil(t, v.AmountWei)
+	tx := common.HexToHash("0xffa42247a0a6131600f02a4ed9f719e102ef42f057db02dd5f86bca0660ab335")
+	from := common.HexToAddress("0xc6fe5d33615a1c52c08018c47e8bc53646a0e101")
+	u := usdc
+	other := common.HexToAddress("0x0000000000000000000000000000000000000bad")
+	v.Payments = api.NewPayments(inv, []store.Payment{
+		{TxHash: tx, LogIndex: 0, From: from, AmountWei: store.NewAmount(30_000_000), Token: &u, BlockNumber: 80, CreatedAt: at},
+		{TxHash: tx, LogIndex: store.NativeLogIndex, From: from, AmountWei: store.MustParseAmount("7500000000000001"), BlockNumber: 81, CreatedAt: at},
+		{TxHash: tx, LogIndex: 3, From: from, AmountWei: store.NewAmount(5), Token: &other, WrongAsset: true, BlockNumber: 81, CreatedAt: at},
+	})
+	require.Equal(t, "24.00 EUR", v.Payments[0].Value.String())
+	require.Equal(t, "15.00 EUR", v.Payments[1].Value.String(), "rounded down")
+	require.Nil(t, v.Payments[2].Value, "a wrong asset has no value")
+	golden(t, "invoice_fiat_pending", v)
+
+	// Flagged late beyond the window, swept lead first.
+	cur := store.MustParseFiat("41.10", "EUR")
+	inv.Status, inv.NeedsAttention = store.StatusExpired, true
+	inv.LateValuation = &store.LateValuation{Locked: store.MustParseFiat("39.00", "EUR"), Current: &cur, At: at.Add(48 * time.Hour)}
+	eth := store.NativeAsset("ETH")
+	inv.SweepAsset = &eth
+	golden(t, "invoice_fiat_late", api.NewInvoice(inv))
+}
+
+// An invoice priced in its asset has none of the fiat members.
+func TestInvoice_AssetPriced_HasNoFiatMembers(t *testing.T) {
+	inv := invoiceRow()
+	b, err := json.Marshal(api.NewInvoice(inv))
+	require.NoError(t, err)
+	for _, m := range []string{"price", "quotes", "paid_value", "underpayment_tolerance", "late_valuation", "sweep_asset", "payments"} {
+		require.NotContains(t, string(b), `"`+m+`"`)
+	}
 }

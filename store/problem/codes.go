@@ -18,45 +18,47 @@ import (
 // exactly these (a test checks it).
 const (
 	// 400: the request is malformed.
-	CodeInvalidJSON       = "invalid_json"      // the body is not JSON, or not an object
-	CodeUnknownField      = "unknown_field"     // a member the endpoint does not take
-	CodeDuplicateField    = "duplicate_field"   // a member given twice
-	CodeMissingField      = "missing_field"     // a required member is absent
-	CodeInvalidField      = "invalid_field"     // a member's value is not acceptable
-	CodeInvalidAmount     = "invalid_amount"    // an amount that is not an exact positive integer in range
-	CodeInvalidAddress    = "invalid_address"   // not an address, or a wrong EIP-55 checksum
-	CodeUnsafeJSON        = "unsafe_json"       // valid JSON that common parsers break on
-	CodeInvalidLogo       = "invalid_logo"      // a merchant logo that is not a PNG, JPEG or WebP within the size limit
-	CodeUnknownAsset      = "unknown_asset"     // an asset the service does not accept
-	CodeUnknownParameter  = "unknown_parameter" // a query parameter the endpoint does not take
-	CodeInvalidParameter  = "invalid_parameter" // a query parameter's value is not acceptable
-	CodeInvalidCursor     = "invalid_cursor"    // a pagination cursor this API did not hand out
-	CodeInvalidQuery      = "invalid_query"     // a query string that does not parse
-	CodeInvalidRequest    = "invalid_request"   // a request the endpoint cannot take (for example a bad replay range)
-	CodeKeyMissing        = "idempotency_key_missing"
-	CodeKeyInvalid        = "idempotency_key_invalid"
-	CodeInvalidBlockID    = "invalid_block_id" // read API: not a block number, hash or "latest"
-	CodeInvalidHash       = "invalid_hash"     // read API: not a 32-byte hash
-	CodeInvalidLimit      = "invalid_limit"    // read API: limit out of range
-	CodeUnauthorized      = "unauthorized"     // 401: a missing, wrong, rotated or revoked credential (never says which)
-	CodeNotFound          = "not_found"        // 404: no such resource (or another merchant's)
-	CodeBlockNotFound     = "block_not_found"  // 404: read API
-	CodeTxNotFound        = "transaction_not_found"
-	CodeMethodNotAllowed  = "method_not_allowed" // 405, with Allow
-	CodeKeyInFlight       = "idempotency_key_in_flight"
-	CodeDeliveryPending   = "delivery_pending" // 409: a webhook delivery still on its ladder
-	CodeBodyTooLarge      = "body_too_large"   // 413
-	CodeUnsupportedMedia  = "unsupported_media_type"
-	CodeKeyReused         = "idempotency_key_reused"
-	CodeWebhookNotPublic  = "webhook_url_not_public"
-	CodeSettlementService = "settlement_address_reserved"
-	CodeSettlementIsCode  = "settlement_address_contract"
-	CodeRateLimited       = "rate_limited"      // 429, with Retry-After
-	CodeInternal          = "internal"          // 500: a failure on our side, logged
-	CodeUnavailable       = "unavailable"       // 503: the database (or a dependency) did not answer; retry
-	CodeChainUnavailable  = "chain_unavailable" // 503: the chain node did not answer; retry
-	CodeAdminDisabled     = "admin_disabled"    // 503: no operator token is configured
-	CodeIndexStale        = "index_stale"       // 503: read API: the index stopped being written
+	CodeInvalidJSON         = "invalid_json"         // the body is not JSON, or not an object
+	CodeUnknownField        = "unknown_field"        // a member the endpoint does not take
+	CodeDuplicateField      = "duplicate_field"      // a member given twice
+	CodeMissingField        = "missing_field"        // a required member is absent
+	CodeInvalidField        = "invalid_field"        // a member's value is not acceptable
+	CodeInvalidAmount       = "invalid_amount"       // an amount that is not an exact positive integer in range
+	CodeInvalidAddress      = "invalid_address"      // not an address, or a wrong EIP-55 checksum
+	CodeUnsafeJSON          = "unsafe_json"          // valid JSON that common parsers break on
+	CodeInvalidLogo         = "invalid_logo"         // a merchant logo that is not a PNG, JPEG or WebP within the size limit
+	CodeUnknownAsset        = "unknown_asset"        // an asset the service does not accept
+	CodeUnsupportedCurrency = "unsupported_currency" // a price in a currency the service does not quote (or no fiat pricing at all)
+	CodeUnknownParameter    = "unknown_parameter"    // a query parameter the endpoint does not take
+	CodeInvalidParameter    = "invalid_parameter"    // a query parameter's value is not acceptable
+	CodeInvalidCursor       = "invalid_cursor"       // a pagination cursor this API did not hand out
+	CodeInvalidQuery        = "invalid_query"        // a query string that does not parse
+	CodeInvalidRequest      = "invalid_request"      // a request the endpoint cannot take (for example a bad replay range)
+	CodeKeyMissing          = "idempotency_key_missing"
+	CodeKeyInvalid          = "idempotency_key_invalid"
+	CodeInvalidBlockID      = "invalid_block_id" // read API: not a block number, hash or "latest"
+	CodeInvalidHash         = "invalid_hash"     // read API: not a 32-byte hash
+	CodeInvalidLimit        = "invalid_limit"    // read API: limit out of range
+	CodeUnauthorized        = "unauthorized"     // 401: a missing, wrong, rotated or revoked credential (never says which)
+	CodeNotFound            = "not_found"        // 404: no such resource (or another merchant's)
+	CodeBlockNotFound       = "block_not_found"  // 404: read API
+	CodeTxNotFound          = "transaction_not_found"
+	CodeMethodNotAllowed    = "method_not_allowed" // 405, with Allow
+	CodeKeyInFlight         = "idempotency_key_in_flight"
+	CodeDeliveryPending     = "delivery_pending" // 409: a webhook delivery still on its ladder
+	CodeBodyTooLarge        = "body_too_large"   // 413
+	CodeUnsupportedMedia    = "unsupported_media_type"
+	CodeKeyReused           = "idempotency_key_reused"
+	CodeWebhookNotPublic    = "webhook_url_not_public"
+	CodeSettlementService   = "settlement_address_reserved"
+	CodeSettlementIsCode    = "settlement_address_contract"
+	CodeRateLimited         = "rate_limited"      // 429, with Retry-After
+	CodeInternal            = "internal"          // 500: a failure on our side, logged
+	CodeUnavailable         = "unavailable"       // 503: the database (or a dependency) did not answer; retry
+	CodeChainUnavailable    = "chain_unavailable" // 503: the chain node did not answer; retry
+	CodeAdminDisabled       = "admin_disabled"    // 503: no operator token is configured
+	CodeIndexStale          = "index_stale"       // 503: read API: the index stopped being written
+	CodeRateUnavailable     = "rate_unavailable"  // 503, with Retry-After: no exchange rate fresh and agreed enough to quote with; nothing was created
 )
 
 // statuses is the table: every code and its HTTP status.
@@ -66,7 +68,8 @@ var statuses = map[string]int{
 	CodeInvalidField: http.StatusBadRequest, CodeInvalidAmount: http.StatusBadRequest,
 	CodeInvalidAddress: http.StatusBadRequest, CodeUnsafeJSON: http.StatusBadRequest,
 	CodeUnknownAsset: http.StatusBadRequest, CodeUnknownParameter: http.StatusBadRequest,
-	CodeInvalidParameter: http.StatusBadRequest, CodeInvalidCursor: http.StatusBadRequest,
+	CodeUnsupportedCurrency: http.StatusBadRequest,
+	CodeInvalidParameter:    http.StatusBadRequest, CodeInvalidCursor: http.StatusBadRequest,
 	CodeInvalidQuery: http.StatusBadRequest, CodeInvalidRequest: http.StatusBadRequest,
 	CodeKeyMissing: http.StatusBadRequest, CodeKeyInvalid: http.StatusBadRequest,
 	CodeInvalidBlockID: http.StatusBadRequest, CodeInvalidHash: http.StatusBadRequest,
@@ -83,6 +86,7 @@ var statuses = map[string]int{
 	CodeInternal:    http.StatusInternalServerError,
 	CodeUnavailable: http.StatusServiceUnavailable, CodeChainUnavailable: http.StatusServiceUnavailable,
 	CodeAdminDisabled: http.StatusServiceUnavailable, CodeIndexStale: http.StatusServiceUnavailable,
+	CodeRateUnavailable: http.StatusServiceUnavailable,
 }
 
 // Status returns a code's HTTP status: 500 for a code not in the table

@@ -48,10 +48,22 @@
     return typeof s === "string" && /^[0-9]+$/.test(s) ? BigInt(s) : 0n;
   }
 
-  // asset describes what the invoice is paid in: a token when the API names
-  // one (asset.address), else the chain's native coin.
+  // ---- fiat: an invoice priced in a currency, paid in the asset the payer picks ----
+  let chosen = 0; // the picked quote of a fiat invoice
+  function quote(inv) {
+    return inv.price && Array.isArray(inv.quotes) && inv.quotes.length ? inv.quotes[Math.min(chosen, inv.quotes.length - 1)] : null;
+  }
+  // money shows an exact fiat amount in the payer's locale: "49,90 EUR".
+  function money(f) {
+    return f && typeof f.amount === "string" ? local(f.amount) + " " + f.currency : "";
+  }
+
+  // asset describes what the payer pays in: a token when the API names
+  // one (asset.address), else the chain's native coin; for a fiat invoice,
+  // the quote the payer picked.
   function asset(inv) {
-    const a = inv.asset || {};
+    const q = quote(inv);
+    const a = (q ? q.asset : inv.asset) || {};
     return {
       token: typeof a.address === "string" && /^0x[0-9a-fA-F]{40}$/.test(a.address) ? a.address : null,
       symbol: a.symbol || cfg.native_symbol,
@@ -60,6 +72,8 @@
   }
 
   function amounts(inv) {
+    const q = quote(inv);
+    if (q) return { amount: big(q.amount), paid: big(q.paid), remaining: big(q.remaining) };
     const amount = big(inv.amount !== undefined ? inv.amount : inv.amount_wei);
     const paid = big(inv.paid !== undefined ? inv.paid : inv.paid_wei);
     const rem = inv.remaining !== undefined ? inv.remaining : inv.remaining_wei;
@@ -203,9 +217,10 @@
 
   // ---- rendering ----
   function state(inv, a) {
+    const part = quote(inv) ? Array.isArray(inv.payments) && inv.payments.length > 0 : a.paid > 0n;
     switch (inv.status) {
       case "PENDING":
-        return a.paid > 0n ? "underpaid" : expiredLocally(inv) ? "expired" : "pending";
+        return part ? "underpaid" : expiredLocally(inv) ? "expired" : "pending";
       case "PAID":
         return "seen";
       case "CONFIRMED":
@@ -226,8 +241,14 @@
     const a = amounts(inv);
     const st = state(inv, a);
     const fmt = (v) => local(formatUnits(v, as.decimals));
+    const q = quote(inv);
     const args = { paid: fmt(a.paid), amount: fmt(a.amount), remaining: fmt(a.remaining), symbol: as.symbol,
       n: inv.confirmations, required: inv.confirmations_required, hours: cfg.late_hours, network: networkName(inv) };
+    if (q) {
+      // The fiat invoice speaks in its currency; the crypto amount due now follows.
+      Object.assign(args, { price: money(inv.price), paid: money(inv.paid_value), remaining: money(inv.remaining_value),
+        amount: fmt(a.remaining), currency: inv.price.currency, rate: local(q.rate) });
+    }
     const paying = st === "pending" || st === "underpaid";
     const final = st === "done" || st === "expired";
     const payments = Array.isArray(inv.payments) ? inv.payments : [];
@@ -241,8 +262,9 @@
     $("row-description").hidden = !inv.description;
     $("row-order").hidden = !inv.order_id;
     renderDue(st, as, a, fmt);
+    renderChoice(inv, fmt, paying);
     $("row-paid").hidden = st !== "underpaid";
-    setText("paid-so-far", t("of", args));
+    setText("paid-so-far", t(q ? "of_fiat" : "of", args));
     setText("network", networkName(inv));
     // A payer sending by hand must pick the right token: show its contract.
     $("row-token").hidden = !as.token;
@@ -257,7 +279,7 @@
     show("receipt", payments.length > 0 || st === "done");
 
     if (paying) {
-      const uri = inv.remaining_payment_uri || inv.payment_uri;
+      const uri = q ? q.payment_uri || "" : inv.remaining_payment_uri || inv.payment_uri;
       setText("guard", t(as.token ? "send_only_token" : "send_only", args));
       setText("fee-note", t("fee_note", { amount: fmt(st === "underpaid" ? a.remaining : a.amount), symbol: as.symbol }));
       setText("address", inv.deposit_address);
@@ -265,7 +287,7 @@
       $("copy-address").dataset.copy = inv.deposit_address;
       $("pay-browser").dataset.due = (st === "underpaid" ? a.remaining : a.amount).toString();
       $("pay-browser").hidden = !wallet();
-      loadQR(uri);
+      loadQR(uri, q ? as.token || as.symbol : "");
     }
     const bar = $("conf-bar");
     bar.max = inv.confirmations_required;
@@ -278,17 +300,18 @@
         text = t("status_pending");
         break;
       case "underpaid":
-        text = t("status_underpaid", args);
+        text = t(q ? "status_underpaid_fiat" : "status_underpaid", args);
         kind = "warn";
         break;
       case "seen":
         text = t("status_seen", args);
-        if (inv.overpaid) text += " " + t("status_overpaid", args);
+        if (inv.overpaid) text += " " + t(q ? "status_overpaid_fiat" : "status_overpaid", args);
         break;
       case "done":
         text = t("status_confirmed");
         kind = "good";
-        setText("done-detail", t("success_detail", args) + (inv.overpaid ? " " + t("status_overpaid", args) : ""));
+        setText("done-detail", t(q ? "success_detail_fiat" : "success_detail", args) +
+          (inv.overpaid ? " " + t(q ? "status_overpaid_fiat" : "status_overpaid", args) : ""));
         break;
       case "expired":
         text = t("status_expired");
@@ -303,17 +326,71 @@
     countdown();
   }
 
-  // renderDue is the headline: what the payer must pay now. (When the
-  // invoice API prices invoices in fiat, the fiat price becomes the
-  // headline here and the crypto amount goes to #amount-sub.)
+  // renderDue is the headline: what the payer must pay now. For a fiat
+  // invoice the headline is the price (what remains of it once part was
+  // paid) and the exact crypto amount of the picked asset follows, with
+  // the copy button beside it.
   function renderDue(st, as, a, fmt) {
-    const due = st === "underpaid" ? a.remaining : a.amount;
+    const q = quote(inv);
+    const due = st === "underpaid" || q ? a.remaining : a.amount;
+    const paying = st === "pending" || st === "underpaid";
     setText("amount-label", st === "underpaid" ? t("label_remaining") : t("label_amount"));
-    setText("amount", fmt(due));
-    setText("symbol", as.symbol);
+    if (q) {
+      const f = st === "underpaid" ? inv.remaining_value : inv.price;
+      setText("amount", local(f.amount));
+      setText("symbol", f.currency);
+      setText("amount-sub-text", t("pay_exactly", { amount: fmt(due), symbol: as.symbol }));
+      setText("rate-line", t("rate_locked", { symbol: as.symbol, rate: local(q.rate), currency: inv.price.currency }));
+      if ($("copy-amount").parentNode.id !== "amount-sub") $("amount-sub").append($("copy-amount"));
+    } else {
+      setText("amount", fmt(due));
+      setText("symbol", as.symbol);
+    }
+    show("amount-sub", !!q && paying);
+    show("rate-line", !!q && paying);
     // The copy button copies the plain exact number wallets take: "0.5", never "0,5".
     $("copy-amount").dataset.copy = formatUnits(due, as.decimals);
-    show("copy-amount", st === "pending" || st === "underpaid");
+    show("copy-amount", paying);
+  }
+
+  // renderChoice offers the accepted assets of a fiat invoice, each with
+  // its exact amount due now, as radio buttons; the pick drives the rest
+  // of the page (amount, guard, URI, QR, wallet button).
+  let choiceKey = "";
+  function renderChoice(inv, fmt, paying) {
+    const qs = inv.price && Array.isArray(inv.quotes) ? inv.quotes : [];
+    show("choice", paying && qs.length > 1);
+    if (qs.length < 2) return;
+    const labels = qs.map((q) => {
+      const a = q.asset || {};
+      const d = Number.isInteger(a.decimals) ? a.decimals : cfg.native_decimals;
+      return [a.symbol || cfg.native_symbol, local(formatUnits(big(q.remaining), d))];
+    });
+    const key = JSON.stringify(labels) + chosen;
+    if (key === choiceKey) return;
+    choiceKey = key;
+    const box = $("choices");
+    box.replaceChildren();
+    labels.forEach(([symbol, amount], i) => {
+      const label = document.createElement("label");
+      const input = document.createElement("input");
+      input.type = "radio";
+      input.name = "asset";
+      input.value = String(i);
+      input.checked = i === chosen;
+      input.addEventListener("change", () => {
+        chosen = i;
+        choiceKey = "";
+        render();
+      });
+      const name = document.createElement("span");
+      name.textContent = symbol;
+      const amt = document.createElement("span");
+      amt.className = "amt";
+      amt.textContent = amount + " " + symbol;
+      label.append(input, name, " ", amt);
+      box.append(label);
+    });
   }
 
   function link(id, href) {
@@ -368,7 +445,28 @@
 
   // ---- proof of payment: the transactions and a receipt to keep ----
   function renderReceipt(st, as, a, fmt, payments) {
-    const rows = [
+    const q = quote(inv);
+    const paidIn = (p) => {
+      const pa = p.asset || {};
+      return pa.symbol ? { symbol: pa.symbol, decimals: pa.decimals, token: pa.address } : as;
+    };
+    const assets = [...new Set(payments.map((p) => JSON.stringify(paidIn(p))))].map((s) => JSON.parse(s));
+    const assetText = (x) => (x.token ? t("receipt_asset_token", { symbol: x.symbol, address: x.token }) : t("receipt_asset_native", { symbol: x.symbol }));
+    const rows = q ? [
+      [t("receipt_invoice"), String(inv.invoice_id)],
+      [t("receipt_merchant"), inv.merchant_name || ""],
+      [t("label_order"), inv.order_id || ""],
+      [t("label_description"), inv.description || ""],
+      [t("receipt_price"), money(inv.price)],
+      [t("receipt_paid"), money(inv.paid_value)],
+      [t("receipt_asset"), (assets.length ? assets : [as]).map(assetText).join("; ")],
+      [t("label_network"), networkName(inv)],
+      [t("label_address"), inv.deposit_address],
+      [t("receipt_status"), t("receipt_status_" + st)],
+      [t("receipt_created"), when(inv.created_at)],
+      [t("receipt_paid_at"), when(inv.paid_at)],
+      [t("receipt_confirmed_at"), when(inv.confirmed_at)],
+    ].filter((r) => r[1]) : [
       [t("receipt_invoice"), String(inv.invoice_id)],
       [t("receipt_merchant"), inv.merchant_name || ""],
       [t("label_order"), inv.order_id || ""],
@@ -383,11 +481,15 @@
       [t("receipt_paid_at"), when(inv.paid_at)],
       [t("receipt_confirmed_at"), when(inv.confirmed_at)],
     ].filter((r) => r[1]);
-    const txs = payments.map((p) => ({
-      hash: p.tx_hash,
-      line: t("receipt_tx_line", { amount: fmt(big(p.amount)), symbol: as.symbol, block: p.block_number, time: when(p.seen_at) }),
-      href: explorer("tx", p.tx_hash),
-    }));
+    const txs = payments.map((p) => {
+      const x = paidIn(p);
+      const symbol = x.symbol + (p.value ? " (" + money(p.value) + ")" : "");
+      return {
+        hash: p.tx_hash,
+        line: t("receipt_tx_line", { amount: local(formatUnits(big(p.amount), x.decimals)), symbol, block: p.block_number, time: when(p.seen_at) }),
+        href: explorer("tx", p.tx_hash),
+      };
+    });
     const text = [t("receipt_title"), ""].concat(rows.map((r) => r[0] + ": " + r[1]),
       txs.length ? ["", t("receipt_txs") + ":"] : [], txs.map((x) => "  " + x.hash + "\n    " + x.line + (x.href ? "\n    " + x.href : ""))).join("\n") + "\n";
     if (text === receiptText) return;
@@ -439,11 +541,13 @@
   $("print").addEventListener("click", () => window.print());
 
   // ---- QR: the API's SVG for what is due now, shown through a blob: URL ----
-  async function loadQR(uri) {
+  async function loadQR(uri, pick) {
     if (uri === qrFor) return;
     qrFor = uri;
     try {
-      const res = await fetch(apiPath("invoice/qr.svg"), auth());
+      const path = apiPath("invoice/qr.svg");
+      if (pick) path.searchParams.set("asset", pick);
+      const res = await fetch(path, auth());
       if (!res.ok) throw new Error("HTTP " + res.status);
       const svg = await res.text();
       if (qrFor !== uri) return;

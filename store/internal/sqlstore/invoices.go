@@ -19,7 +19,8 @@ const invoiceColumns = `id, merchant_id, status, amount_wei, paid_wei, chain_id,
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
 	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
-	token_address, asset_symbol, asset_decimals, redirect_url`
+	token_address, asset_symbol, asset_decimals, redirect_url, pricing, paid_value,
+	late_valuation, sweep_asset`
 
 const selectInvoice = `SELECT ` + invoiceColumns + ` FROM invoices`
 
@@ -67,7 +68,8 @@ const invoiceInsertColumns = `merchant_id, status, amount_wei, paid_wei, chain_i
 	underpaid, overpaid, paid_late, needs_attention, expires_at, paid_at, confirmed_at,
 	settled_at, created_at, updated_at, sweep_status, sweep_tx_hash, sweep_error, swept_wei,
 	dust_wei, sweep_attempts, sweep_next_attempt_at, sweep_locked_until, version,
-	token_address, asset_symbol, asset_decimals, redirect_url`
+	token_address, asset_symbol, asset_decimals, redirect_url, pricing, paid_value,
+	late_valuation, sweep_asset`
 
 // invoiceInsertValues returns inv's values in invoiceInsertColumns order.
 func invoiceInsertValues(inv *store.Invoice) []any {
@@ -76,7 +78,8 @@ func invoiceInsertValues(inv *store.Invoice) []any {
 		inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention, inv.ExpiresAt, inv.PaidAt, inv.ConfirmedAt,
 		inv.SettledAt, inv.CreatedAt, inv.UpdatedAt, inv.SweepStatus, inv.SweepTxHash, inv.SweepError, inv.SweptWei,
 		inv.DustWei, inv.SweepAttempts, inv.SweepNextAttemptAt, inv.SweepLockedUntil, inv.Version,
-		inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals, inv.RedirectURL}
+		inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals, inv.RedirectURL, inv.Pricing, inv.PaidValue,
+		inv.LateValuation, inv.SweepAsset}
 }
 
 // CreateInvoice implements store.InvoiceStore.
@@ -90,7 +93,8 @@ func (s *Store) CreateInvoice(ctx context.Context, inv *store.Invoice) error {
 			:underpaid, :overpaid, :paid_late, :needs_attention, :expires_at, :paid_at, :confirmed_at,
 			:settled_at, :created_at, :updated_at, :sweep_status, :sweep_tx_hash, :sweep_error, :swept_wei,
 			:dust_wei, :sweep_attempts, :sweep_next_attempt_at, :sweep_locked_until, :version,
-			:token_address, :asset_symbol, :asset_decimals, :redirect_url)
+			:token_address, :asset_symbol, :asset_decimals, :redirect_url, :pricing, :paid_value,
+			:late_valuation, :sweep_asset)
 		RETURNING id`, inv)
 }
 
@@ -102,7 +106,7 @@ func normalizeAsset(inv *store.Invoice) {
 	}
 }
 
-// insertChunk is how many invoices one INSERT writes: 35 parameters a row
+// insertChunk is how many invoices one INSERT writes: 39 parameters a row
 // stays under SQLite's 32766 and PostgreSQL's 65535.
 const insertChunk = 500
 
@@ -273,7 +277,8 @@ func (s *Store) UpdateInvoice(ctx context.Context, inv *store.Invoice) error {
 			sweep_tx_hash = :sweep_tx_hash, sweep_error = :sweep_error, swept_wei = :swept_wei,
 			dust_wei = :dust_wei, sweep_attempts = :sweep_attempts,
 			sweep_next_attempt_at = :sweep_next_attempt_at,
-			sweep_locked_until = :sweep_locked_until, version = version + 1
+			sweep_locked_until = :sweep_locked_until, paid_value = :paid_value,
+			late_valuation = :late_valuation, sweep_asset = :sweep_asset, version = version + 1
 		WHERE id = :id AND version = :version`, inv)
 	if err != nil {
 		return err
@@ -322,8 +327,10 @@ func (s *Store) CountLiveInvoices(ctx context.Context) (map[string]int64, error)
 }
 
 // ArchiveInvoices implements store.InvoiceStore. Only finished invoices
-// (SETTLED, or EXPIRED without any payment) move: anything that may still
-// see money stays where settlement and sweep look.
+// (SETTLED, or EXPIRED without any payment: nothing paid in its asset and
+// not underpaid, which a fiat invoice paid in another quoted asset is)
+// move: anything that may still see money stays where settlement and
+// sweep look.
 //
 // The oldest go first, in created_at order: the scan is a range of
 // invoices_created below the cutoff, so a batch reads the invoices it moves
@@ -337,8 +344,8 @@ func (s *Store) ArchiveInvoices(ctx context.Context, cutoff time.Time, n int) (i
 		var ids []int64
 		err := t.sel(ctx, &ids, `SELECT id FROM invoices
 			WHERE created_at < ? AND needs_attention = ?
-			  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0'))
-			ORDER BY created_at, id LIMIT ?`+t.d.ForUpdate, cutoff, false, limit(n, 1000, 10000))
+			  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0' AND underpaid = ?))
+			ORDER BY created_at, id LIMIT ?`+t.d.ForUpdate, cutoff, false, false, limit(n, 1000, 10000))
 		if err != nil || len(ids) == 0 {
 			return err
 		}

@@ -7,15 +7,18 @@ import (
 )
 
 const merchantColumns = `id, name, api_key_digest, api_key_hash, api_key_prefix, webhook_url,
-	webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at`
+	webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at,
+	underpayment_tolerance`
 
 // CreateMerchant implements store.MerchantStore.
 func (s *Store) CreateMerchant(ctx context.Context, m *store.Merchant) error {
 	return s.namedGet(ctx, &m.ID, `
 		INSERT INTO merchants (name, api_key_digest, api_key_hash, api_key_prefix, webhook_url,
-			webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at)
+			webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at,
+			underpayment_tolerance)
 		VALUES (:name, :api_key_digest, :api_key_hash, :api_key_prefix, :webhook_url,
-			:webhook_secret_ciphertext, :settlement_address, :created_at, :updated_at, :disabled_at)
+			:webhook_secret_ciphertext, :settlement_address, :created_at, :updated_at, :disabled_at,
+			:underpayment_tolerance)
 		RETURNING id`, m)
 }
 
@@ -40,7 +43,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, m store.Merchant) error {
 			api_key_hash = :api_key_hash, api_key_prefix = :api_key_prefix,
 			webhook_url = :webhook_url, webhook_secret_ciphertext = :webhook_secret_ciphertext,
 			settlement_address = :settlement_address, updated_at = :updated_at,
-			disabled_at = :disabled_at
+			disabled_at = :disabled_at, underpayment_tolerance = :underpayment_tolerance
 		WHERE id = :id`, m)
 	if err != nil {
 		return err

@@ -2,8 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -119,11 +121,25 @@ func byteaArray(vals [][]byte) string {
 // stateColumns are the invoice columns settlement writes, in the order of
 // stateValues.
 var stateColumns = []string{"status", "paid_wei", "underpaid", "overpaid", "paid_late", "needs_attention",
-	"paid_at", "confirmed_at", "sweep_status", "updated_at"}
+	"paid_at", "confirmed_at", "sweep_status", "updated_at", "paid_value", "late_valuation", "sweep_asset"}
 
 func stateValues(inv *store.Invoice) []any {
 	return []any{inv.Status, inv.PaidWei, inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention,
-		inv.PaidAt, inv.ConfirmedAt, inv.SweepStatus, inv.UpdatedAt}
+		inv.PaidAt, inv.ConfirmedAt, inv.SweepStatus, inv.UpdatedAt, inv.PaidValue, inv.LateValuation, inv.SweepAsset}
+}
+
+// jsonText is a JSON column's value as text, nil for NULL (for an array
+// parameter).
+func jsonText(v driver.Valuer) (*string, error) {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, nil
+	}
+	x, err := v.Value()
+	if err != nil || x == nil {
+		return nil, err
+	}
+	s := x.(string)
+	return &s, nil
 }
 
 // UpdateInvoiceStates implements store.SettlementStore: on PostgreSQL one
@@ -160,16 +176,25 @@ func (s *Store) UpdateInvoiceStates(ctx context.Context, invs []*store.Invoice) 
 		underpaid, overpaid, late, attention = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
 		paidAt, confirmedAt                  = make([]*time.Time, n), make([]*time.Time, n)
 		updatedAt                            = make([]time.Time, n)
+		paidValue                            = make([]*store.Amount, n)
+		lateValuation, sweepAsset            = make([]*string, n), make([]*string, n)
+		err                                  error
 	)
 	for i, inv := range invs {
 		ids[i], versions[i], statuses[i], sweepStatuses[i] = inv.ID, inv.Version, inv.Status, inv.SweepStatus
 		paid[i], underpaid[i], overpaid[i], late[i], attention[i] = inv.PaidWei, inv.Underpaid, inv.Overpaid, inv.PaidLate, inv.NeedsAttention
-		paidAt[i], confirmedAt[i], updatedAt[i] = inv.PaidAt, inv.ConfirmedAt, inv.UpdatedAt
+		paidAt[i], confirmedAt[i], updatedAt[i], paidValue[i] = inv.PaidAt, inv.ConfirmedAt, inv.UpdatedAt, inv.PaidValue
+		if lateValuation[i], err = jsonText(inv.LateValuation); err != nil {
+			return err
+		}
+		if sweepAsset[i], err = jsonText(inv.SweepAsset); err != nil {
+			return err
+		}
 	}
 	arr := s.d.Array
 	res, err := s.execPrepared(ctx, updateStatesPostgres, arr(ids), arr(versions), arr(statuses), arr(paid),
 		arr(underpaid), arr(overpaid), arr(late), arr(attention), arr(paidAt), arr(confirmedAt),
-		arr(sweepStatuses), arr(updatedAt), arr(ids))
+		arr(sweepStatuses), arr(updatedAt), arr(paidValue), arr(lateValuation), arr(sweepAsset), arr(ids))
 	if err != nil {
 		return err
 	}
@@ -199,11 +224,12 @@ var updateStateSQLite = func() string {
 const updateStatesPostgres = `UPDATE invoices AS i SET status = v.status, paid_wei = v.paid_wei,
 		underpaid = v.underpaid, overpaid = v.overpaid, paid_late = v.paid_late,
 		needs_attention = v.needs_attention, paid_at = v.paid_at, confirmed_at = v.confirmed_at,
-		sweep_status = v.sweep_status, updated_at = v.updated_at, version = i.version + 1
+		sweep_status = v.sweep_status, updated_at = v.updated_at, paid_value = v.paid_value,
+		late_valuation = v.late_valuation, sweep_asset = v.sweep_asset, version = i.version + 1
 	FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::numeric[], ?::boolean[], ?::boolean[], ?::boolean[],
-		?::boolean[], ?::timestamptz[], ?::timestamptz[], ?::text[], ?::timestamptz[])
+		?::boolean[], ?::timestamptz[], ?::timestamptz[], ?::text[], ?::timestamptz[], ?::numeric[], ?::text[], ?::text[])
 		AS v (id, version, status, paid_wei, underpaid, overpaid, paid_late, needs_attention, paid_at,
-			confirmed_at, sweep_status, updated_at)
+			confirmed_at, sweep_status, updated_at, paid_value, late_valuation, sweep_asset)
 	WHERE i.id = ANY(?::bigint[]) AND i.id = v.id AND i.version = v.version`
 
 func bumpVersions(invs []*store.Invoice) {
