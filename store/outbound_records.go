@@ -116,6 +116,10 @@ type Outbound struct {
 	// claim page.
 	Destination *common.Address `db:"destination"`
 	PaidBy      string          `db:"paid_by"`
+	// PaymentURI is a merchant-paid outbound's payment request (EIP-681:
+	// exactly Amount of the asset to Destination), set once the
+	// destination is known; "" otherwise.
+	PaymentURI string `db:"payment_uri"`
 	// Source is where a service-paid outbound left from (SourcePayoutWallet,
 	// SourceDeposit); "" until it is signed, and for merchant-paid ones.
 	Source string `db:"source"`

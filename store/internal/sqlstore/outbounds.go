@@ -13,7 +13,7 @@ import (
 
 const outboundColumns = `id, kind, merchant_id, invoice_id, batch_id, reason, reference, token_address,
 	asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate, fiat_rate_kind, destination,
-	paid_by, source, from_address, status, error, claim_token_hash, created_by_key, needs_approval,
+	payment_uri, paid_by, source, from_address, status, error, claim_token_hash, created_by_key, needs_approval,
 	approved_by_key, approved_at, tx_hash, log_index, block_number, created_block, attempts,
 	next_attempt_at, locked_until, created_at, updated_at, broadcast_at, confirmed_at, version`
 
@@ -24,13 +24,13 @@ func (s *Store) CreateOutbound(ctx context.Context, o *store.Outbound) error {
 	o.Version = 1
 	return s.namedGet(ctx, &o.ID, `INSERT INTO outbounds (kind, merchant_id, invoice_id, batch_id, reason,
 			reference, token_address, asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate,
-			fiat_rate_kind, destination, paid_by, source, from_address, status, error, claim_token_hash,
+			fiat_rate_kind, destination, payment_uri, paid_by, source, from_address, status, error, claim_token_hash,
 			created_by_key, needs_approval, approved_by_key, approved_at, tx_hash, log_index, block_number,
 			created_block, attempts, next_attempt_at, locked_until, created_at, updated_at, broadcast_at,
 			confirmed_at, version)
 		VALUES (:kind, :merchant_id, :invoice_id, :batch_id, :reason, :reference, :token_address,
 			:asset_symbol, :asset_decimals, :amount, :fiat_currency, :fiat_minor, :fiat_rate, :fiat_rate_kind,
-			:destination, :paid_by, :source, :from_address, :status, :error, :claim_token_hash,
+			:destination, :payment_uri, :paid_by, :source, :from_address, :status, :error, :claim_token_hash,
 			:created_by_key, :needs_approval, :approved_by_key, :approved_at, :tx_hash, :log_index,
 			:block_number, :created_block, :attempts, :next_attempt_at, :locked_until, :created_at,
 			:updated_at, :broadcast_at, :confirmed_at, :version)
@@ -60,7 +60,7 @@ func (s *Store) GetOutboundByClaimTokenHash(ctx context.Context, hash []byte) (s
 
 // UpdateOutbound implements store.OutboundStore.
 func (s *Store) UpdateOutbound(ctx context.Context, o *store.Outbound) error {
-	res, err := s.namedExec(ctx, `UPDATE outbounds SET destination = :destination, source = :source,
+	res, err := s.namedExec(ctx, `UPDATE outbounds SET destination = :destination, payment_uri = :payment_uri, source = :source,
 			from_address = :from_address, status = :status, error = :error, needs_approval = :needs_approval,
 			approved_by_key = :approved_by_key, approved_at = :approved_at, tx_hash = :tx_hash,
 			log_index = :log_index, block_number = :block_number, attempts = :attempts,

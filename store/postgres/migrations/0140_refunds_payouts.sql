@@ -56,6 +56,7 @@ CREATE TABLE outbounds (
     fiat_rate        TEXT          NOT NULL DEFAULT '',
     fiat_rate_kind   TEXT          NOT NULL DEFAULT '',
     destination      BYTEA         CHECK (destination IS NULL OR length(destination) = 20),
+    payment_uri      TEXT          NOT NULL DEFAULT '',
     paid_by          TEXT          NOT NULL CHECK (paid_by IN ('SERVICE', 'MERCHANT')),
     source           TEXT          NOT NULL DEFAULT '' CHECK (source IN ('', 'PAYOUT_WALLET', 'DEPOSIT')),
     from_address     BYTEA,

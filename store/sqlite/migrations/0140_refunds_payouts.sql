@@ -46,6 +46,7 @@ CREATE TABLE outbounds (
     fiat_rate        TEXT      NOT NULL DEFAULT '',
     fiat_rate_kind   TEXT      NOT NULL DEFAULT '',
     destination      BLOB      CHECK (destination IS NULL OR length(destination) = 20),
+    payment_uri      TEXT          NOT NULL DEFAULT '',
     paid_by          TEXT      NOT NULL CHECK (paid_by IN ('SERVICE', 'MERCHANT')),
     source           TEXT      NOT NULL DEFAULT '' CHECK (source IN ('', 'PAYOUT_WALLET', 'DEPOSIT')),
     from_address     BLOB,
