@@ -30,9 +30,8 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 			return outcome{}, err
 		}
 		// A refund is being sent from the deposit address: the sweep
-		// waits for it (outbound.go).
-		retry := p.now.Add(s.cfg.RetryBackoff)
-		return outcome{retryAt: &retry}, nil
+		// waits for it (outbound.go), looking again at the next pass.
+		return outcome{}, nil
 	}
 	if token := invoiceToken(inv); token != nil {
 		return s.advanceToken(ctx, p, inv, *token, txs)
