@@ -169,7 +169,7 @@ func (e *env) sendFrom(key *ecdsa.PrivateKey, to common.Address, value *big.Int)
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
 		ChainID: big.NewInt(1337), Nonce: nonce, GasTipCap: big.NewInt(params1Gwei),
 		GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), big.NewInt(params1Gwei)),
-		Gas: 21000, To: &to, Value: value,
+		Gas:       21000, To: &to, Value: value,
 	})
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.client.SendTransaction(ctx, tx))
