@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -109,24 +108,26 @@ func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.NewAPIKey(k))
 }
 
-// payoutSettings is the JSON of a merchant's payout policy: per asset (by
-// symbol) its approval threshold, daily limit and payout-wallet reserve in
-// base units, and the payout allowlist.
+// payoutSettings is the JSON of a merchant's payout policy: per asset its
+// approval threshold, daily limit and payout-wallet reserve in base units,
+// and the payout allowlist.
 type payoutSettings struct {
-	Assets           map[string]assetSettings `json:"assets"`
-	AllowlistEnabled bool                     `json:"allowlist_enabled"`
-	Allowlist        []store.ChecksumAddress  `json:"allowlist"`
-	UpdatedAt        *time.Time               `json:"updated_at,omitempty"`
+	Assets           []assetSettings         `json:"assets"`
+	AllowlistEnabled bool                    `json:"allowlist_enabled"`
+	Allowlist        []store.ChecksumAddress `json:"allowlist"`
+	UpdatedAt        *time.Time              `json:"updated_at,omitempty"`
 }
 
 type assetSettings struct {
+	// Asset is the asset's symbol (an unconfigured token's address).
+	Asset             string        `json:"asset"`
 	ApprovalThreshold *store.Amount `json:"approval_threshold,omitempty"`
 	DailyLimit        *store.Amount `json:"daily_limit,omitempty"`
 	Reserve           *store.Amount `json:"reserve,omitempty"`
 }
 
 func (s *Service) settingsJSON(p store.PayoutPolicy) payoutSettings {
-	out := payoutSettings{Assets: map[string]assetSettings{}, AllowlistEnabled: p.AllowlistEnabled,
+	out := payoutSettings{Assets: []assetSettings{}, AllowlistEnabled: p.AllowlistEnabled,
 		Allowlist: make([]store.ChecksumAddress, 0, len(p.Allowlist))}
 	for _, ap := range p.Assets {
 		a := api.AssetOf(ap.Token, s.assets.list...)
@@ -134,7 +135,8 @@ func (s *Service) settingsJSON(p store.PayoutPolicy) payoutSettings {
 		if name == "" && a.Address != nil {
 			name = a.Address.Hex()
 		}
-		out.Assets[name] = assetSettings{ApprovalThreshold: ap.ApprovalThreshold, DailyLimit: ap.DailyLimit, Reserve: ap.Reserve}
+		out.Assets = append(out.Assets, assetSettings{Asset: name, ApprovalThreshold: ap.ApprovalThreshold, DailyLimit: ap.DailyLimit,
+			Reserve: ap.Reserve})
 	}
 	for _, a := range p.Allowlist {
 		out.Allowlist = append(out.Allowlist, store.ChecksumAddress(a))
@@ -173,43 +175,48 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 	}
 	policy := store.PayoutPolicy{MerchantID: m.ID, UpdatedAt: s.now()}
 	if raw := ms["assets"]; !isNull(raw) {
-		var assets map[string]json.RawMessage
-		if json.Unmarshal(raw, &assets) != nil || raw[0] != '{' {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "assets", `assets is an object by asset symbol: {"USDC": {"approval_threshold": "…", "daily_limit": "…", "reserve": "…"}}`))
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil || raw[0] != '[' {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "assets", `assets is an array: [{"asset": "USDC", "approval_threshold": "…", "daily_limit": "…", "reserve": "…"}]`))
 			return
 		}
-		names := make([]string, 0, len(assets))
-		for n := range assets {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			a, ok := s.assets.lookup(n)
-			if !ok {
-				problem.Write(w, problem.OfField(problem.CodeUnknownAsset, "assets", "asset "+strconv.Quote(n)+" is not accepted here"))
-				return
-			}
-			am, perr := members(assets[n], "approval_threshold", "daily_limit", "reserve")
+		seen := map[string]bool{}
+		for i, item := range items {
+			field := "assets[" + strconv.Itoa(i) + "]"
+			am, perr := members(item, "asset", "approval_threshold", "daily_limit", "reserve")
 			if perr != nil {
-				perr.Field = "assets." + n + "." + perr.Field
+				perr.Field = field + "." + perr.Field
 				problem.Write(w, perr)
 				return
 			}
+			var n string
+			if json.Unmarshal(am["asset"], &n) != nil || n == "" {
+				problem.Write(w, problem.OfField(problem.CodeMissingField, field+".asset", "each entry names its asset"))
+				return
+			}
+			a, ok := s.assets.lookup(n)
+			if !ok {
+				problem.Write(w, problem.OfField(problem.CodeUnknownAsset, field+".asset", "asset "+strconv.Quote(n)+" is not accepted here"))
+				return
+			}
+			if seen[a.Symbol] {
+				problem.Write(w, problem.OfField(problem.CodeDuplicateField, field+".asset", "asset "+strconv.Quote(n)+" appears twice"))
+				return
+			}
+			seen[a.Symbol] = true
 			ap := store.AssetPolicy{Token: a.Token()}
-			for field, dst := range map[string]**store.Amount{"approval_threshold": &ap.ApprovalThreshold, "daily_limit": &ap.DailyLimit, "reserve": &ap.Reserve} {
-				raw := am[field]
+			for name, dst := range map[string]**store.Amount{"approval_threshold": &ap.ApprovalThreshold, "daily_limit": &ap.DailyLimit, "reserve": &ap.Reserve} {
+				raw := am[name]
 				if isNull(raw) {
 					continue
 				}
 				var str string
-				v, err := store.Amount{}, error(nil)
+				v, err := store.Amount{}, error(store.ErrInvalidAmount)
 				if raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
 					v, err = store.ParseAmount(str)
-				} else {
-					err = store.ErrInvalidAmount
 				}
 				if err != nil {
-					problem.Write(w, problem.OfField(problem.CodeInvalidAmount, "assets."+n+"."+field, field+" is a JSON string of base units, e.g. \"1000000\""))
+					problem.Write(w, problem.OfField(problem.CodeInvalidAmount, field+"."+name, name+" is a JSON string of base units, e.g. \"1000000\""))
 					return
 				}
 				*dst = &v

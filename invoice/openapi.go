@@ -57,14 +57,6 @@ func withScopes(doc []byte) []byte {
 		op["security"], _ = json.Marshal([]map[string][]string{{"apiKey": {rt.scope}}})
 	}
 	d["paths"], _ = json.Marshal(paths)
-	var comps map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(d["components"], &comps); err == nil && comps["securitySchemes"] != nil {
-		comps["securitySchemes"]["apiKey"], _ = json.Marshal(map[string]string{"type": "http", "scheme": "bearer",
-			"description": "The merchant's api_key (evmpay_sk_…): its own key, which has every scope, or a scoped key " +
-				"(POST /v1/merchant/api-keys). Each operation's security lists the scope it needs: read, invoices, " +
-				"refunds, payouts, approve, admin, or owner (the merchant's own key only). A key without it gets 403 insufficient_scope."})
-		d["components"], _ = json.Marshal(comps)
-	}
 	out, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		panic("invoice: openapi: " + err.Error())

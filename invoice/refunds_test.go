@@ -294,7 +294,7 @@ func TestRefund_AboveThreshold_ApprovedByASecondKeyOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	m := e.newMerchant()
-	res := e.do("PUT", "/v1/merchant/payout-settings", m.APIKey, `{"assets":{"ETH":{"approval_threshold":"100000000000000000"}}}`)
+	res := e.do("PUT", "/v1/merchant/payout-settings", m.APIKey, `{"assets":[{"asset":"ETH","approval_threshold":"100000000000000000"}]}`)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	inv := e.paidInvoice(m, "1000000000000000000")
 	refunder, _ := e.scopedKey(m.APIKey, store.ScopeRefunds, store.ScopeApprove)
@@ -332,7 +332,7 @@ func TestPayouts_BatchEachItemIdempotent_LimitsAndAllowlist(t *testing.T) {
 	e := newEnv(t)
 	m := e.newMerchant()
 	allowed := common.HexToAddress("0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65")
-	res := e.do("PUT", "/v1/merchant/payout-settings", m.APIKey, `{"assets":{"ETH":{"daily_limit":"3000"}},"allowlist_enabled":true,"allowlist":["`+
+	res := e.do("PUT", "/v1/merchant/payout-settings", m.APIKey, `{"assets":[{"asset":"ETH","daily_limit":"3000"}],"allowlist_enabled":true,"allowlist":["`+
 		allowed.Hex()+`","`+payer.Hex()+`"]}`)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	batch := `{"items":[

@@ -49,6 +49,10 @@ const (
 	// ReasonDestinationIsService: the destination became an address of
 	// this service.
 	ReasonDestinationIsService = "destination belongs to this service"
+	// ReasonPayoutKeyMismatch: the configured payout wallet key is not the
+	// wallet recorded for the merchant (the one it was shown and funded);
+	// the outbound waits for the configuration to be fixed.
+	ReasonPayoutKeyMismatch = "payout wallet key mismatch"
 )
 
 // errDepositHeld: a refund is being sent from the invoice's deposit

@@ -106,7 +106,7 @@ func (s *Sweeper) outboundOutcome(p *pass, out outcome, sent bool) obOutcome {
 		h, b := out.swept.tx.TxHash, *out.swept.tx.BlockNumber
 		r.status, r.txHash, r.block, r.errText = store.OutboundConfirmed, &h, &b, new(string)
 	case out.fail != "" && !sent && slices.Contains([]string{ReasonSenderLow, ReasonInsufficientGas, ReasonNoPayoutKey,
-		ReasonNoWallet, ReasonKeyMismatch}, out.fail):
+		ReasonNoWallet, ReasonPayoutKeyMismatch}, out.fail):
 		retry := p.now.Add(s.cfg.RetryBackoff)
 		r.retryAt, r.errText, r.attempt = &retry, ptrTo(out.fail), false
 	case out.fail != "":
@@ -223,7 +223,7 @@ func (s *Sweeper) outboundAccount(ctx context.Context, o store.Outbound, source 
 	}
 	if w, err := s.st.GetPayoutWallet(ctx, o.MerchantID); err == nil && w.Address != addr {
 		// The configured key is not the wallet the merchant was shown.
-		return fundedAccount{}, store.Invoice{}, ReasonKeyMismatch, nil
+		return fundedAccount{}, store.Invoice{}, ReasonPayoutKeyMismatch, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fundedAccount{}, store.Invoice{}, "", err
 	}
