@@ -337,4 +337,9 @@ type ServiceWallet struct {
 	// MerchantID is the owner of a payout wallet; nil for the others.
 	MerchantID *int64    `db:"merchant_id"`
 	CreatedAt  time.Time `db:"created_at"`
+	// LedgerFromBlock is the block of the wallet's opening balance in the
+	// ledger: the balance holds every movement of the blocks up to it, so
+	// the wallet's ledger balance is that opening balance plus the entries
+	// of later blocks. Nil before the ledger started.
+	LedgerFromBlock *uint64 `db:"ledger_from_block"`
 }

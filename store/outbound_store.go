@@ -48,6 +48,10 @@ type ServiceWalletStore interface {
 	// ListServiceWallets returns every recorded wallet, by role then
 	// address.
 	ListServiceWallets(ctx context.Context) ([]ServiceWallet, error)
+	// OpenServiceWallets sets the ledger's opening block of every wallet
+	// that has none yet to block (see ServiceWallet.LedgerFromBlock) and
+	// returns how many it set.
+	OpenServiceWallets(ctx context.Context, block uint64) (int, error)
 	// ListMerchantsWithoutPayoutWallet returns up to limit merchant ids
 	// with no payout wallet yet, by id.
 	ListMerchantsWithoutPayoutWallet(ctx context.Context, limit int) ([]int64, error)

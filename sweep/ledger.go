@@ -126,6 +126,13 @@ func (s *Sweeper) ledgerPass(ctx context.Context, p *pass) error {
 // registerWallets records the wallets the sweeper holds keys for. A wallet
 // recorded after the ledger's follower started gets its opening balance at
 // the follower's block.
+//
+// A wallet's opening balance holds every movement up to its block,
+// including the service's own transactions mined earlier whose entries
+// syncSlot wrote (or writes later): the ledger may have started after the
+// service moved money. The wallet's ledger balance is therefore its
+// opening balance plus the entries of later blocks
+// (ServiceWallet.LedgerFromBlock; the reconciliation counts so).
 func (s *Sweeper) registerWallets(ctx context.Context, p *pass) error {
 	var ws []store.ServiceWallet
 	if !s.walletsRecorded.Load() {
@@ -175,6 +182,8 @@ func (s *Sweeper) registerWallets(ctx context.Context, p *pass) error {
 			if opening, err = s.openingBalances(ctx, p, []store.ServiceWallet{w}, cur.BlockNumber); err != nil {
 				return err
 			}
+			from := cur.BlockNumber
+			w.LedgerFromBlock = &from
 		}
 		err = s.st.InTx(ctx, func(tx store.Tx) error {
 			if err := tx.RegisterServiceWallet(ctx, w); err != nil {
@@ -332,6 +341,9 @@ func (s *Sweeper) startLedger(ctx context.Context, p *pass, ws []store.ServiceWa
 	}
 	err = s.st.InTx(ctx, func(tx store.Tx) error {
 		if err := tx.InsertLedgerEntries(ctx, opening); err != nil {
+			return err
+		}
+		if _, err := tx.OpenServiceWallets(ctx, block); err != nil {
 			return err
 		}
 		return tx.CompareAndSetCursor(ctx, LedgerCursor, nil, store.Cursor{Name: LedgerCursor, BlockNumber: block,

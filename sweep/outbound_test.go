@@ -393,3 +393,46 @@ func TestOutbound_CancelledMeanwhile_NothingSigned(t *testing.T) {
 	require.Zero(t, e.balance(*o.Destination).Sign())
 	require.Equal(t, store.OutboundCancelled, e.getOutbound(o.ID).Status)
 }
+
+// The ledger starts after the service already moved money: a top-up of the
+// sweep wallet is mined and written into the ledger before the follower
+// takes the wallets' opening balances at a later block, which already hold
+// it. A wallet's ledger balance is its opening balance plus the movements
+// of later blocks, so the top-up is not counted twice.
+func TestLedger_StartsAfterAMinedTopUp_TheOpeningBalanceHoldsItOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sweepWalletBalance(new(big.Int)))
+	s := e.sweeper(Config{Confirmations: 2})
+	// Nothing indexed yet: the ledger cannot start, the funder tops up.
+	require.NoError(t, s.RunOnce(ctx))
+	topUps, err := e.st.ListUnminedSweepTxs(ctx, e.funder())
+	require.NoError(t, err)
+	require.Len(t, topUps, 1)
+	e.sim.Commit()
+	require.NoError(t, s.RunOnce(ctx)) // the top-up is mined: its entries are written
+	es, err := e.st.ListLedgerEntries(ctx, store.LedgerFilter{Limit: 100})
+	require.NoError(t, err)
+	kinds := map[string]int{}
+	for _, en := range es {
+		kinds[en.Kind]++
+	}
+	require.Equal(t, map[string]int{store.LedgerTopUp: 1, store.LedgerGasFee: 1}, kinds)
+
+	// Later blocks; the ledger starts at head − 2, after the top-up.
+	for range 4 {
+		e.sim.Commit()
+	}
+	e.index()
+	require.NoError(t, s.RunOnce(ctx))
+	cur, err := e.st.GetCursor(ctx, LedgerCursor)
+	require.NoError(t, err)
+	r := e.receipt(topUps[0].TxHash)
+	require.Less(t, r.BlockNumber.Uint64(), cur.BlockNumber, "the opening balances already hold the top-up")
+	ws, err := e.st.ListServiceWallets(ctx)
+	require.NoError(t, err)
+	for _, w := range ws {
+		require.NotNil(t, w.LedgerFromBlock, w.Role)
+		require.Equal(t, cur.BlockNumber, *w.LedgerFromBlock, w.Role)
+	}
+	e.reconcile()
+}

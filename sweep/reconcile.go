@@ -125,8 +125,9 @@ type balanceKey struct {
 // is non-zero and not above it), the ledger's balance of every service
 // wallet and of every deposit address that has movements with the chain's,
 // for the native coin and every configured token: Σ entries to it − Σ
-// entries from it against eth_getBalance and balanceOf. Exact, to the
-// base unit.
+// entries from it (for a service wallet, its opening balance and the
+// entries of the blocks after it) against eth_getBalance and balanceOf.
+// Exact, to the base unit.
 func (r *Reconciler) Reconcile(ctx context.Context, block uint64) (Reconciliation, error) {
 	cur, err := r.st.GetCursor(ctx, LedgerCursor)
 	if errors.Is(err, store.ErrNotFound) {
@@ -158,6 +159,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, block uint64) (Reconciliatio
 			b.Sub(b, v)
 		}
 	}
+	// A service wallet's balance is its opening balance plus the entries
+	// of the blocks after it: the opening balance holds the earlier ones.
+	ws, err := r.st.ListServiceWallets(ctx)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	openedAt := map[common.Address]uint64{}
+	for _, w := range ws {
+		if w.LedgerFromBlock != nil {
+			openedAt[w.Address] = *w.LedgerFromBlock
+		}
+	}
+	held := func(addr *common.Address, e store.LedgerEntry) bool {
+		if addr == nil || e.Kind == store.LedgerOpeningBalance || e.BlockNumber == nil {
+			return false
+		}
+		from, ok := openedAt[*addr]
+		return ok && *e.BlockNumber <= from
+	}
 	rec := Reconciliation{Block: block}
 	scan := store.LedgerScan{MaxBlock: block, Limit: 5000}
 	for {
@@ -170,15 +190,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, block uint64) (Reconciliatio
 		}
 		for _, e := range es {
 			v := e.Amount.Big()
-			add(e.To, e.Token, v, +1)
-			add(e.From, e.Token, v, -1)
+			if !held(e.To, e) {
+				add(e.To, e.Token, v, +1)
+			}
+			if !held(e.From, e) {
+				add(e.From, e.Token, v, -1)
+			}
 		}
 		rec.Entries += len(es)
 		scan.AfterID = es[len(es)-1].ID
-	}
-	ws, err := r.st.ListServiceWallets(ctx)
-	if err != nil {
-		return Reconciliation{}, err
 	}
 	type wallet struct {
 		role     string

@@ -318,6 +318,32 @@ func testServiceWallets(t *testing.T, st store.Store) {
 	all, err := st.ListServiceWallets(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
+	for _, w := range all {
+		require.Nil(t, w.LedgerFromBlock, "no opening block before the ledger starts")
+	}
+
+	// The ledger starts at block 40: every wallet without an opening block
+	// gets it; one registered later brings its own.
+	opened, err := st.OpenServiceWallets(ctx, 40)
+	require.NoError(t, err)
+	require.Equal(t, 2, opened)
+	late, at := randAddr(), uint64(55)
+	require.NoError(t, st.RegisterServiceWallet(ctx, store.ServiceWallet{Address: late, Role: store.WalletPayout, MerchantID: &n.ID,
+		CreatedAt: now(), LedgerFromBlock: &at}))
+	opened, err = st.OpenServiceWallets(ctx, 60)
+	require.NoError(t, err)
+	require.Zero(t, opened, "an opening block is never moved")
+	all, err = st.ListServiceWallets(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	for _, w := range all {
+		require.NotNil(t, w.LedgerFromBlock, w.Address)
+		if w.Address == late {
+			require.Equal(t, uint64(55), *w.LedgerFromBlock)
+		} else {
+			require.Equal(t, uint64(40), *w.LedgerFromBlock)
+		}
+	}
 }
 
 // ledgerOf lists every entry in (At, ID) order.

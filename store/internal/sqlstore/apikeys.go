@@ -87,7 +87,7 @@ func (s *Store) PutPayoutPolicy(ctx context.Context, p store.PayoutPolicy) error
 	return err
 }
 
-const walletColumns = `address, role, merchant_id, created_at`
+const walletColumns = `address, role, merchant_id, created_at, ledger_from_block`
 
 // RegisterServiceWallet implements store.ServiceWalletStore.
 func (s *Store) RegisterServiceWallet(ctx context.Context, w store.ServiceWallet) error {
@@ -103,10 +103,20 @@ func (s *Store) RegisterServiceWallet(ctx context.Context, w store.ServiceWallet
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		_, err = t.exec(ctx, `INSERT INTO service_wallets (address, role, merchant_id, created_at) VALUES (?, ?, ?, ?)`,
-			w.Address, w.Role, w.MerchantID, w.CreatedAt)
+		_, err = t.exec(ctx, `INSERT INTO service_wallets (address, role, merchant_id, created_at, ledger_from_block)
+			VALUES (?, ?, ?, ?, ?)`, w.Address, w.Role, w.MerchantID, w.CreatedAt, w.LedgerFromBlock)
 		return err
 	})
+}
+
+// OpenServiceWallets implements store.ServiceWalletStore.
+func (s *Store) OpenServiceWallets(ctx context.Context, block uint64) (int, error) {
+	res, err := s.exec(ctx, `UPDATE service_wallets SET ledger_from_block = ? WHERE ledger_from_block IS NULL`, block)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 func sameID(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

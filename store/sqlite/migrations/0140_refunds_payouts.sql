@@ -26,6 +26,9 @@ CREATE TABLE service_wallets (
     role        TEXT      NOT NULL CHECK (role IN ('payout', 'sweep', 'funder')),
     merchant_id BIGINT    UNIQUE REFERENCES merchants (id),
     created_at  TIMESTAMP NOT NULL,
+    -- The block of the wallet's opening balance in the ledger: it holds
+    -- every movement of the blocks up to it; null before the ledger starts.
+    ledger_from_block BIGINT CHECK (ledger_from_block >= 0),
     CHECK ((role = 'payout') = (merchant_id IS NOT NULL))
 );
 
