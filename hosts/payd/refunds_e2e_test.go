@@ -372,7 +372,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 		claimURL := ref["claim_url"].(string)
 		require.True(t, strings.HasPrefix(claimURL, "http://"+r.apiAddr+"/claim#"), claimURL)
 		dest := newAddr(t)
-		claimInBrowser(t, claimURL, dest, func() { r.untilOutbound(refundPath(ref), "CONFIRMED") })
+		claimInBrowser(t, claimURL, r.chain.chainID, dest, func() { r.untilOutbound(refundPath(ref), "CONFIRMED") })
 		expect = append(expect, sent{dest, bigOf("50000000000000000"), false})
 	})
 
