@@ -70,8 +70,10 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 		args = append(args, f.To)
 	}
 	if f.AfterID > 0 {
-		q += ` AND (at > ? OR (at = ? AND id > ?))`
-		args = append(args, f.AfterAt, f.AfterAt, f.AfterID)
+		// A row comparison: the index on (merchant_id, at, id) seeks to
+		// the position, so every page costs the same however deep.
+		q += ` AND (at, id) > (?, ?)`
+		args = append(args, f.AfterAt, f.AfterID)
 	}
 	q += ` ORDER BY at, id LIMIT ?`
 	args = append(args, limit(f.Limit, 1000, 10000))
