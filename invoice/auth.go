@@ -18,9 +18,12 @@ import (
 var ErrUnauthorized = errors.New("invoice: unauthorized")
 
 // MerchantReader is what the Authenticator reads: one indexed lookup by
-// api_key digest.
+// api_key digest (the merchant's own key), then, for a scoped key, its row
+// and its merchant's.
 type MerchantReader interface {
 	GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (store.Merchant, error)
+	GetAPIKeyByDigest(ctx context.Context, digest []byte) (store.APIKey, error)
+	GetMerchant(ctx context.Context, id int64) (store.Merchant, error)
 }
 
 // AuthConfig tunes an Authenticator.
@@ -107,28 +110,80 @@ func (a *Authenticator) Authenticate(r *http.Request) (store.Merchant, error) {
 
 // AuthenticateKey is Authenticate for a bare api_key.
 func (a *Authenticator) AuthenticateKey(ctx context.Context, key string) (store.Merchant, error) {
+	p, err := a.AuthenticatePrincipal(ctx, key)
+	return p.Merchant, err
+}
+
+// Principal is who makes an API request: a merchant, with its own key
+// (KeyID 0: every scope) or one of its scoped keys (docs/refunds.md).
+type Principal struct {
+	Merchant store.Merchant
+	// KeyID is the scoped key's id; 0 for the merchant's own key.
+	KeyID int64
+	// Scopes are a scoped key's scopes (the merchant's own key has all).
+	Scopes store.Scopes
+}
+
+// Has reports whether the principal may use scope.
+func (p Principal) Has(scope string) bool { return p.KeyID == 0 || p.Scopes.Has(scope) }
+
+// AuthenticatePrincipal returns who holds api key key: the merchant whose
+// own key it is, or the merchant and scopes of a scoped key. A revoked
+// key, like a wrong one, is ErrUnauthorized.
+func (a *Authenticator) AuthenticatePrincipal(ctx context.Context, key string) (Principal, error) {
 	if !wellFormedAPIKey(key) {
-		return store.Merchant{}, ErrUnauthorized
+		return Principal{}, ErrUnauthorized
 	}
 	digest := a.creds.APIKeyDigest(key)
 	m, err := a.lookups.get(ctx, [32]byte(digest))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Merchant{}, ErrUnauthorized
+		return a.scopedKey(ctx, digest, key)
 	}
 	if err != nil {
-		return store.Merchant{}, fmt.Errorf("invoice: authenticate: %w", err)
+		return Principal{}, fmt.Errorf("invoice: authenticate: %w", err)
 	}
 	if m.DisabledAt != nil {
-		return store.Merchant{}, ErrUnauthorized
+		return Principal{}, ErrUnauthorized
 	}
 	ok, err := a.verify(ctx, [32]byte(digest), key, m.APIKeyHash)
 	if err != nil {
-		return store.Merchant{}, err
+		return Principal{}, err
 	}
 	if !ok {
-		return store.Merchant{}, ErrUnauthorized
+		return Principal{}, ErrUnauthorized
 	}
-	return m, nil
+	return Principal{Merchant: m}, nil
+}
+
+// scopedKey authenticates one of a merchant's scoped keys: its row by
+// digest, not revoked, its Argon2id hash (verified once per process, like
+// a merchant's key), and its merchant, not disabled.
+func (a *Authenticator) scopedKey(ctx context.Context, digest []byte, key string) (Principal, error) {
+	k, err := a.st.GetAPIKeyByDigest(ctx, digest)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnauthorized
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("invoice: authenticate: %w", err)
+	}
+	if k.RevokedAt != nil {
+		return Principal{}, ErrUnauthorized
+	}
+	m, err := a.st.GetMerchant(ctx, k.MerchantID)
+	if err != nil {
+		return Principal{}, fmt.Errorf("invoice: authenticate: %w", err)
+	}
+	if m.DisabledAt != nil {
+		return Principal{}, ErrUnauthorized
+	}
+	ok, err := a.verify(ctx, [32]byte(digest), key, k.Hash)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !ok {
+		return Principal{}, ErrUnauthorized
+	}
+	return Principal{Merchant: m, KeyID: k.ID, Scopes: k.Scopes}, nil
 }
 
 // verify checks key against hash, running Argon2id only when this digest

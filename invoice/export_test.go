@@ -10,9 +10,19 @@ func (s *Service) Authenticator() *Authenticator { return s.auth }
 
 // RoutePatterns lists the "METHOD /path" patterns of every endpoint.
 func RoutePatterns() []string {
-	out := make([]string, len(routes))
-	for i, r := range routes {
-		out[i] = r.method + " " + r.path
+	var out []string
+	for _, r := range append(append([]route{}, routes...), outboundRoutes...) {
+		out = append(out, r.method+" "+r.path)
+	}
+	return out
+}
+
+// RouteScopes is each endpoint's credential: a scope of merchants' keys,
+// "owner", "operator" or "public".
+func RouteScopes() map[string]string {
+	out := map[string]string{}
+	for _, r := range append(append([]route{}, routes...), outboundRoutes...) {
+		out[r.method+" "+r.path] = r.scope
 	}
 	return out
 }

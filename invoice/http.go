@@ -21,34 +21,50 @@ import (
 	"github.com/evmpay/evmpay/store/problem"
 )
 
-// route is one endpoint: a Go 1.22 ServeMux pattern and its handler.
+// route is one endpoint: a Go 1.22 ServeMux pattern, the credential it
+// takes (scope) and its handler.
 type route struct {
 	method, path string
-	handler      func(*Service, http.ResponseWriter, *http.Request)
+	// scope is what a merchant's API key must hold (store.ScopeRead, …,
+	// scopeOwner: the merchant's own key only), scopeOperator for the
+	// operator's token, or scopePublic (the handler checks a lookup or
+	// claim token itself, or nothing).
+	scope   string
+	handler func(*Service, http.ResponseWriter, *http.Request)
 }
 
+// Credentials of routes besides the scopes of merchants' keys.
+const (
+	// scopeOwner: the merchant's own key only (it has every scope): what
+	// manages keys and the controls on what the service sends out, so that
+	// a scoped key can never mint or loosen its own controls.
+	scopeOwner    = "owner"
+	scopeOperator = "operator"
+	scopePublic   = "public"
+)
+
 // routes lists every endpoint. The OpenAPI document describes exactly
-// these (a test checks both ways).
+// these, with their scopes (a test checks both ways).
 var routes = []route{
-	{"POST", "/v1/invoices", (*Service).handleCreateInvoice},
-	{"GET", "/v1/invoices", (*Service).handleListInvoices},
-	{"GET", "/v1/invoices/{id}", (*Service).handleGetInvoice},
-	{"GET", "/v1/invoices/{id}/qr.png", (*Service).handleQRPNG},
-	{"GET", "/v1/invoices/{id}/qr.svg", (*Service).handleQRSVG},
-	{"GET", "/v1/merchant", (*Service).handleGetMerchant},
-	{"PATCH", "/v1/merchant", (*Service).handleUpdateMerchant},
-	{"POST", "/v1/merchant/api-key/rotate", (*Service).handleRotateAPIKey},
-	{"POST", "/v1/merchant/webhook-secret/rotate", (*Service).handleRotateWebhookSecret},
-	{"GET", "/v1/merchant/branding", (*Service).handleGetBranding},
-	{"PUT", "/v1/merchant/branding", (*Service).handlePutBranding},
-	{"POST", "/v1/admin/merchants", (*Service).handleAdminCreateMerchant},
-	{"GET", "/v1/admin/merchants/{id}", (*Service).handleAdminGetMerchant},
-	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", (*Service).handleAdminRotateAPIKey},
-	{"GET", "/v1/public/invoice", (*Service).handlePublicInvoice},
-	{"GET", "/v1/public/invoice/qr.svg", (*Service).handlePublicQRSVG},
-	{"GET", "/v1/public/invoice/branding", (*Service).handlePublicBranding},
-	{"GET", "/v1/public/invoice/logo", (*Service).handlePublicLogo},
-	{"GET", "/v1/openapi.json", (*Service).handleOpenAPI},
+	{"POST", "/v1/invoices", store.ScopeInvoices, (*Service).handleCreateInvoice},
+	{"GET", "/v1/invoices", store.ScopeRead, (*Service).handleListInvoices},
+	{"GET", "/v1/invoices/{id}", store.ScopeRead, (*Service).handleGetInvoice},
+	{"GET", "/v1/invoices/{id}/qr.png", store.ScopeRead, (*Service).handleQRPNG},
+	{"GET", "/v1/invoices/{id}/qr.svg", store.ScopeRead, (*Service).handleQRSVG},
+	{"GET", "/v1/merchant", store.ScopeRead, (*Service).handleGetMerchant},
+	{"PATCH", "/v1/merchant", store.ScopeAdmin, (*Service).handleUpdateMerchant},
+	{"POST", "/v1/merchant/api-key/rotate", scopeOwner, (*Service).handleRotateAPIKey},
+	{"POST", "/v1/merchant/webhook-secret/rotate", store.ScopeAdmin, (*Service).handleRotateWebhookSecret},
+	{"GET", "/v1/merchant/branding", store.ScopeRead, (*Service).handleGetBranding},
+	{"PUT", "/v1/merchant/branding", store.ScopeAdmin, (*Service).handlePutBranding},
+	{"POST", "/v1/admin/merchants", scopeOperator, (*Service).handleAdminCreateMerchant},
+	{"GET", "/v1/admin/merchants/{id}", scopeOperator, (*Service).handleAdminGetMerchant},
+	{"POST", "/v1/admin/merchants/{id}/api-key/rotate", scopeOperator, (*Service).handleAdminRotateAPIKey},
+	{"GET", "/v1/public/invoice", scopePublic, (*Service).handlePublicInvoice},
+	{"GET", "/v1/public/invoice/qr.svg", scopePublic, (*Service).handlePublicQRSVG},
+	{"GET", "/v1/public/invoice/branding", scopePublic, (*Service).handlePublicBranding},
+	{"GET", "/v1/public/invoice/logo", scopePublic, (*Service).handlePublicLogo},
+	{"GET", "/v1/openapi.json", scopePublic, (*Service).handleOpenAPI},
 }
 
 // Routes registers every endpoint of the invoice API on mux (an
@@ -57,10 +73,23 @@ var routes = []route{
 // is) so that unknown paths and wrong methods are answered as problems too
 // (404, 405 with Allow), like every other evmpay API. It panics, like
 // ServeMux.Handle, when a pattern conflicts with one already registered.
+//
+// A merchant's route authenticates the API key and checks its scope
+// before its handler runs: a key without the scope gets 403
+// insufficient_scope.
 func (s *Service) Routes(mux httpapi.Router) {
-	for _, rt := range routes {
-		h := rt.handler
-		mux.Handle(rt.method+" "+rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) }))
+	for _, rt := range append(append([]route{}, routes...), outboundRoutes...) {
+		h, scope := rt.handler, rt.scope
+		mux.Handle(rt.method+" "+rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if scope != scopePublic && scope != scopeOperator {
+				p, ok := s.authorize(w, r, scope)
+				if !ok {
+					return
+				}
+				r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			}
+			h(s, w, r)
+		}))
 	}
 }
 
@@ -140,14 +169,91 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	httpapi.WriteJSONBody(w, status, body)
 }
 
-// merchant authenticates the request, writing the problem when it fails.
+// merchant is the request's merchant, authenticated by Routes (with the
+// route's scope), writing the problem when it fails.
 func (s *Service) merchant(w http.ResponseWriter, r *http.Request) (store.Merchant, bool) {
+	if p, ok := r.Context().Value(principalKey{}).(Principal); ok {
+		return p.Merchant, true
+	}
 	m, err := s.auth.Authenticate(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return store.Merchant{}, false
 	}
 	return m, true
+}
+
+// principalKey is the request context's key of the authenticated
+// Principal.
+type principalKey struct{}
+
+// principal is the request's Principal (set by Routes).
+func principal(r *http.Request) Principal {
+	p, _ := r.Context().Value(principalKey{}).(Principal)
+	return p
+}
+
+// authorize authenticates the request's API key and checks that it holds
+// scope, writing the problem when either fails.
+func (s *Service) authorize(w http.ResponseWriter, r *http.Request, scope string) (Principal, bool) {
+	key, ok := httpapi.BearerToken(r)
+	if !ok {
+		problem.Write(w, errUnauthorized)
+		return Principal{}, false
+	}
+	p, err := s.auth.AuthenticatePrincipal(r.Context(), key)
+	if err != nil {
+		s.fail(w, r, err)
+		return Principal{}, false
+	}
+	if perr := scopeProblem(p, scope); perr != nil {
+		problem.Write(w, perr)
+		return Principal{}, false
+	}
+	return p, true
+}
+
+// scopeProblem is the 403 of a principal lacking scope, or nil.
+func scopeProblem(p Principal, scope string) *problem.Problem {
+	switch {
+	case scope == scopeOwner && p.KeyID != 0:
+		return problem.Of(problem.CodeInsufficientScope,
+			"only the merchant's own API key may do this (it manages keys and the controls on refunds and payouts)")
+	case scope != scopeOwner && !p.Has(scope):
+		return problem.Of(problem.CodeInsufficientScope, "this API key lacks the "+strconv.Quote(scope)+" scope")
+	}
+	return nil
+}
+
+// RouteAuthenticator authenticates requests to another package's merchant
+// routes (the webhook deliveries API) with the scope their method needs:
+// read for GET and HEAD, admin for the others (replays). A key without it
+// gets the 403 insufficient_scope problem as its error.
+type RouteAuthenticator struct{ s *Service }
+
+// RouteAuthenticator returns the authenticator of other packages' merchant
+// routes.
+func (s *Service) RouteAuthenticator() RouteAuthenticator { return RouteAuthenticator{s: s} }
+
+// Authenticate returns the merchant of the request's API key, if the key
+// holds the scope of the request's method.
+func (a RouteAuthenticator) Authenticate(r *http.Request) (store.Merchant, error) {
+	scope := store.ScopeAdmin
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		scope = store.ScopeRead
+	}
+	key, ok := httpapi.BearerToken(r)
+	if !ok {
+		return store.Merchant{}, ErrUnauthorized
+	}
+	p, err := a.s.auth.AuthenticatePrincipal(r.Context(), key)
+	if err != nil {
+		return store.Merchant{}, err
+	}
+	if perr := scopeProblem(p, scope); perr != nil {
+		return store.Merchant{}, perr
+	}
+	return p.Merchant, nil
 }
 
 // idempotencyKey reads the Idempotency-Key header: a token or an RFC 8941

@@ -33,6 +33,14 @@ type Store interface {
 	// The merchant's reads of fiat invoices list their payments.
 	ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]store.Payment, error)
 	LatestBlock(ctx context.Context) (store.Block, error)
+	// Refunds, payouts, scoped keys and the ledger (refunds.go).
+	store.APIKeyStore
+	store.OutboundStore
+	store.PayoutPolicyStore
+	GetPayoutWallet(ctx context.Context, merchantID int64) (store.ServiceWallet, error)
+	GetServiceWallet(ctx context.Context, addr common.Address) (store.ServiceWallet, error)
+	ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]store.LedgerEntry, error)
+	InsertEvent(ctx context.Context, e *store.Event) error
 }
 
 // MaxAmountWei is the largest invoice amount accepted by default: 10^27 wei,
@@ -67,8 +75,9 @@ type Config struct {
 	// Pricer quotes invoices priced in a fiat currency (a request's
 	// "price"; docs/pricing.md) in the accepted assets, which default to
 	// every asset of Assets that it prices. *pricing.Pricer satisfies it.
-	// Defaults to nil: fiat pricing off (a request with a price gets 400
-	// unsupported_currency).
+	// A refund asked for in fiat "at the current rate" is converted with
+	// it too. Defaults to nil: fiat pricing off (a request with a price
+	// gets 400 unsupported_currency, such a refund 422 fiat_unavailable).
 	Pricer Pricer
 	// MaxAmount caps amount_wei. Defaults to MaxAmountWei (10^27).
 	MaxAmount *store.Amount
@@ -130,9 +139,14 @@ type Config struct {
 	PublicLookups LookupLimit
 	// Merchants are the checks a merchant's webhook_url and
 	// settlement_address must pass at create and update (private webhook
-	// hosts, addresses the service holds, contracts). Defaults to the zero
+	// hosts, addresses the service holds, contracts). Refund and payout
+	// destinations pass the same address checks. Defaults to the zero
 	// MerchantRules: syntax checks only.
 	Merchants MerchantRules
+	// ClaimURL is the claim page's absolute URL (package invoice/checkout):
+	// a refund made without a destination answers with claim_url, this URL
+	// with the claim token as its fragment. Defaults to BaseURL + "/claim".
+	ClaimURL string
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Logger receives request failures and Run's progress. Defaults to a
@@ -143,6 +157,7 @@ type Config struct {
 func (c *Config) fill() {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	c.CheckoutURL = cmp.Or(c.CheckoutURL, c.BaseURL+"/checkout")
+	c.ClaimURL = cmp.Or(c.ClaimURL, c.BaseURL+"/claim")
 	c.Confirmations = cmp.Or(c.Confirmations, 12)
 	c.DefaultExpiry = cmp.Or(c.DefaultExpiry, 15*time.Minute)
 	c.MinExpiry = cmp.Or(c.MinExpiry, time.Minute)

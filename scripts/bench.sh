@@ -4,7 +4,7 @@
 # only. Each part stops by itself; the whole run takes several minutes.
 #
 # Usage: scripts/bench.sh [part …]   parts: store hdwallet rpcproxy invoice indexer
-#                                     settlement sweep webhook (default: all)
+#                                     settlement sweep webhook ledger (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pg.sh
@@ -13,7 +13,7 @@ export TEST_DATABASE_URL="$PG_URL"
 export EVMPAY_REQUIRE_POSTGRES=1
 
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(store hdwallet rpcproxy invoice indexer settlement sweep webhook)
+[ ${#parts[@]} -eq 0 ] && parts=(store hdwallet rpcproxy invoice indexer settlement sweep webhook ledger)
 log "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for part in "${parts[@]}"; do
 	log "benchmark: $part"
@@ -26,6 +26,7 @@ for part in "${parts[@]}"; do
 	settlement) go test -run '^$' -bench BenchmarkBlock -benchtime 200x -timeout 30m ./settlement ;;
 	sweep) go test -run '^$' -bench Sweep100 -benchtime 3x -timeout 30m ./sweep ;;
 	webhook) go test -run '^$' -bench Deliver10k -benchtime 1x -count 5 -timeout 30m ./webhook ;;
+	ledger) go test -run '^$' -bench LedgerExport -benchtime 1x -timeout 30m ./invoice ;;
 	*) echo "unknown part $part" >&2; exit 2 ;;
 	esac
 done

@@ -38,6 +38,12 @@ type Tx interface {
 	EventStore
 	DeliveryStore
 	SweepStore
+	// Refunds and payouts (docs/refunds.md).
+	APIKeyStore
+	PayoutPolicyStore
+	ServiceWalletStore
+	OutboundStore
+	LedgerStore
 }
 
 // Locker hands out named locks shared by every process on the database, for

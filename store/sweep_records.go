@@ -19,6 +19,10 @@ const (
 	// wrong-asset payment) from the deposit address to the settlement
 	// address, after the token sweep; it pays its own gas.
 	SweepTxNative = "NATIVE" // deposit address → settlement address
+	// SweepTxOutbound sends a refund or payout (OutboundID set): from the
+	// merchant's payout wallet, or from the refunded invoice's deposit
+	// address before its sweep.
+	SweepTxOutbound = "OUTBOUND" // payout wallet or deposit address → destination
 )
 
 // SweepTxLive lists the statuses of a transaction that may still be (or is)
@@ -70,4 +74,7 @@ type SweepTx struct {
 	// invoice as a wrong asset (docs/tokens.md): that token. Nil for the
 	// invoice's own sweep.
 	WrongToken *common.Address `db:"wrong_token" json:"wrong_token,omitempty"`
+	// OutboundID is the refund or payout the transaction belongs to (its
+	// OUTBOUND send, or a FUNDING of its gas); nil otherwise.
+	OutboundID *int64 `db:"outbound_id" json:"outbound_id,omitempty"`
 }

@@ -16,13 +16,14 @@ const (
 )
 
 // EventTypes returns every event type, in the order merchants meet them:
-// what a webhook's type can be.
+// what a webhook's type can be (the invoice's, then the refund's and the
+// payout's, OutboundEventTypes).
 func EventTypes() []string {
-	return []string{
+	return append([]string{
 		EventInvoiceUnderpaid, EventInvoicePaid, EventInvoiceOverpaid, EventInvoiceWrongAsset,
 		EventInvoiceConfirmed, EventInvoiceSettled, EventInvoiceExpired, EventInvoiceLatePayment,
 		EventInvoiceReverted, EventInvoiceSweepFailed,
-	}
+	}, OutboundEventTypes()...)
 }
 
 // Event is an outbox entry written in the same database transaction as the

@@ -3,6 +3,7 @@ package sweep
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"math/big"
 
@@ -24,6 +25,14 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 	txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)
 	if err != nil {
 		return outcome{}, err
+	}
+	if err := depositHeld(ctx, s.st, inv.ID); err != nil {
+		if !errors.Is(err, errDepositHeld) {
+			return outcome{}, err
+		}
+		// A refund is being sent from the deposit address: the sweep
+		// waits for it (outbound.go), looking again at the next pass.
+		return outcome{}, nil
 	}
 	if token := invoiceToken(inv); token != nil {
 		return s.advanceToken(ctx, p, inv, *token, txs)
@@ -68,7 +77,11 @@ func (s *Sweeper) precheck(ctx context.Context, p *pass, inv store.Invoice) (o o
 	if err != nil {
 		return outcome{}, true, err
 	}
-	if n != 0 {
+	base, err := s.depositBase(ctx, inv)
+	if err != nil {
+		return outcome{}, true, err
+	}
+	if n != base {
 		return failWith(ReasonDepositSpent), true, nil
 	}
 	if _, reason, err := s.target(ctx, p, inv); reason != "" || err != nil {
@@ -103,7 +116,42 @@ func (s *Sweeper) target(ctx context.Context, p *pass, inv store.Invoice) (commo
 			slog.Int64("merchant_id", m.ID), slog.String("settlement_address", m.SettlementAddress.Hex()))
 		return common.Address{}, ReasonSettlementIsService, nil
 	}
+	if to, ok, err := s.reserveTarget(ctx, p, inv); err != nil || ok {
+		return to, "", err
+	}
 	return m.SettlementAddress, "", nil
+}
+
+// reserveTarget is the merchant's payout wallet when it holds less of the
+// invoice's asset than the merchant's reserve for it (PayoutPolicy): the
+// sweep then tops the reserve up with the whole invoice instead of going
+// to the settlement address (docs/refunds.md). ok is false otherwise.
+func (s *Sweeper) reserveTarget(ctx context.Context, p *pass, inv store.Invoice) (common.Address, bool, error) {
+	policy, err := s.st.GetPayoutPolicy(ctx, inv.MerchantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return common.Address{}, false, nil
+	}
+	if err != nil {
+		return common.Address{}, false, err
+	}
+	reserve := policy.For(invoiceToken(inv)).Reserve
+	if reserve == nil || reserve.IsZero() {
+		return common.Address{}, false, nil
+	}
+	w, err := s.st.GetPayoutWallet(ctx, inv.MerchantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return common.Address{}, false, nil
+	}
+	if err != nil {
+		return common.Address{}, false, err
+	}
+	held, err := s.assetAvailable(ctx, p, w.Address, invoiceToken(inv))
+	if err != nil || held.Cmp(reserve.Big()) >= 0 {
+		return common.Address{}, false, err
+	}
+	s.log.InfoContext(ctx, "sweep: to the payout wallet, below its reserve", slog.Int64("invoice_id", inv.ID),
+		slog.String("payout_wallet", w.Address.Hex()), slog.String("held", held.String()), slog.String("reserve", reserve.String()))
+	return w.Address, true, nil
 }
 
 func (s *Sweeper) depositSigner(inv store.Invoice) signFunc {

@@ -43,6 +43,18 @@ type Store interface {
 	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]store.Payment, error)
 	InTx(ctx context.Context, fn func(tx store.Tx) error) error
 	TryLock(ctx context.Context, name string) (store.Lock, error)
+	// Refunds and payouts (outbound.go), the ledger (ledger.go) and the
+	// payout wallets' reserves.
+	store.OutboundStore
+	store.LedgerStore
+	store.ServiceWalletStore
+	GetPayoutPolicy(ctx context.Context, merchantID int64) (store.PayoutPolicy, error)
+	GetCursor(ctx context.Context, name string) (store.Cursor, error)
+	CompareAndSetCursor(ctx context.Context, name string, old *store.Cursor, next store.Cursor) error
+	LatestBlock(ctx context.Context) (store.Block, error)
+	GetBlock(ctx context.Context, number uint64) (store.Block, error)
+	GetTx(ctx context.Context, hash common.Hash) (store.Transaction, error)
+	ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]store.TokenTransfer, error)
 }
 
 // DepositSigner signs for the deposit addresses, by derivation index.
@@ -74,6 +86,11 @@ type Keys struct {
 	// each pass drains their balance to the key that took over (drain.go).
 	// Optional.
 	Retired []Retired
+	// Payouts signs for the merchants' payout wallets, which send the
+	// refunds and payouts the service pays (outbound.go): *hdwallet.Wallet
+	// derives them (m/44'/60'/2'/0/<merchant id>). Optional: without it
+	// such outbounds wait (refunds may still leave from a deposit address).
+	Payouts PayoutSigner
 }
 
 // KeySigner is an AccountSigner over an in-memory private key. It prints
@@ -118,11 +135,13 @@ type pass struct {
 	baseFee *big.Int // 0 when the chain reports none
 	tip     *big.Int // suggested tip, at least 1 wei
 
-	mu       sync.Mutex
-	nonces   map[common.Address]uint64 // NonceAt(head)
-	pending  map[common.Address]uint64 // PendingNonceAt, read once per pass
-	avail    *big.Int                  // sweep wallet balance not yet committed to a transaction; nil until read
-	availErr error
+	mu      sync.Mutex
+	nonces  map[common.Address]uint64 // NonceAt(head)
+	pending map[common.Address]uint64 // PendingNonceAt, read once per pass
+	// avail is each sending account's balance not yet committed to a
+	// transaction (the sweep wallet's, a payout wallet's), read once per
+	// pass and drawn down as transactions are signed.
+	avail map[common.Address]*big.Int
 }
 
 func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
@@ -153,6 +172,7 @@ func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
 		tip:     bigMax(tip, big.NewInt(1)),
 		nonces:  map[common.Address]uint64{},
 		pending: map[common.Address]uint64{},
+		avail:   map[common.Address]*big.Int{},
 	}
 	if head.BaseFee != nil {
 		p.baseFee.Set(head.BaseFee)
@@ -203,18 +223,28 @@ func (s *Sweeper) pendingNonce(ctx context.Context, p *pass, addr common.Address
 // reserveWallet takes amount from the sweep wallet's uncommitted balance
 // for this pass. It reports false when the wallet cannot pay.
 func (s *Sweeper) reserveWallet(ctx context.Context, p *pass, amount *big.Int) (bool, error) {
+	return s.reserveFrom(ctx, p, s.keys.Wallet.Address(), amount)
+}
+
+// reserveFrom takes amount of native coin from addr's uncommitted balance
+// for this pass: what it holds at the head less what its stored, unmined
+// transactions can cost and what this pass already signed for. It
+// reports false when the account cannot pay.
+func (s *Sweeper) reserveFrom(ctx context.Context, p *pass, addr common.Address, amount *big.Int) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.avail == nil && p.availErr == nil {
-		p.avail, p.availErr = s.uncommittedBalance(ctx, p, s.keys.Wallet.Address())
+	avail, ok := p.avail[addr]
+	if !ok {
+		var err error
+		if avail, err = s.uncommittedBalance(ctx, p, addr); err != nil {
+			return false, err // read again by the next caller
+		}
+		p.avail[addr] = avail
 	}
-	if p.availErr != nil {
-		return false, p.availErr
-	}
-	if p.avail.Cmp(amount) < 0 {
+	if avail.Cmp(amount) < 0 {
 		return false, nil
 	}
-	p.avail.Sub(p.avail, amount)
+	avail.Sub(avail, amount)
 	return true, nil
 }
 

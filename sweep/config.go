@@ -96,6 +96,11 @@ type Config struct {
 	// DOMAIN_SEPARATOR() and nonces(address) and the deposit signer can
 	// sign digests, fund otherwise).
 	TokenPaths map[common.Address]TokenPath
+	// Tokens are the accepted ERC-20 tokens: the ledger follows them into
+	// the service's wallets (opening balances, funding from outside) and
+	// the reconciliation compares their balances. Defaults to none: the
+	// native coin only.
+	Tokens []common.Address
 	// ChainGuard, when set, is asked before any stored signed transaction
 	// is broadcast or re-broadcast (sweeps, fundings, top-ups,
 	// replacements) and at the start of every pass: on an error nothing

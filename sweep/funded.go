@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
@@ -18,6 +19,10 @@ import (
 // how the sweep ends (finish).
 type fundedSend struct {
 	inv store.Invoice
+	// acct is the account funded and sending: the invoice's deposit
+	// address (depositAccount), or a refund's or payout's sender
+	// (outbound.go).
+	acct fundedAccount
 	// fund are the fundings of this send (refreshed: mined ones known).
 	fund []*slot
 	// send is the deposit's live send, if one was signed (refreshed).
@@ -33,6 +38,28 @@ type fundedSend struct {
 	// finish ends the sweep once its send is mined and no funding is on its
 	// way: its confirmations, then what follows it (wrong-asset sweeps).
 	finish func(ctx context.Context, p *pass) (outcome, error)
+}
+
+// fundedAccount is the account a funded send funds and sends from.
+type fundedAccount struct {
+	addr common.Address
+	// sign signs its send (and the send's replacements).
+	sign signFunc
+	// invoiceID and outboundID are recorded on its fundings.
+	invoiceID, outboundID *int64
+	// capped: the retries are used up; a stuck transaction is not
+	// replaced again (the outcome fails).
+	capped bool
+	// keepAtCap: once its send is signed, a stuck send at the cap is not
+	// failed but re-broadcast as it is (an outbound's send may still be
+	// mined: failing it would let a second payment be made).
+	keepAtCap bool
+}
+
+// depositAccount is the funded account of an invoice's own sweep: its
+// deposit address, capped by the invoice's sweep attempts.
+func (s *Sweeper) depositAccount(inv store.Invoice) fundedAccount {
+	return fundedAccount{addr: inv.DepositAddress, sign: s.depositSigner(inv), invoiceID: &inv.ID, capped: s.exhausted(inv)}
 }
 
 // sendPlan is the deposit's first send, as prepared.
@@ -95,13 +122,13 @@ func (s *Sweeper) advanceFunded(ctx context.Context, p *pass, fs *fundedSend) (o
 		case v.class == classRejected:
 			return failWith(sl.live().LastError), nil
 		case v.replace:
-			return s.replaceStuck(ctx, p, fs.inv, sl.live(), s.walletSigner, fs.guard(status))
+			return s.replaceStuck(ctx, p, fs.acct.capped, sl.live(), s.walletSigner, fs.guard(status))
 		}
 	}
 	if fs.send != nil && fs.send.mined != nil && !pending {
 		return fs.finish(ctx, p)
 	}
-	if lost && s.exhausted(fs.inv) {
+	if lost && fs.acct.capped {
 		return failWith(ReasonNonceTooLow), nil
 	}
 	o, err := s.fundedNext(ctx, p, fs, funded, pending)
@@ -130,14 +157,14 @@ func (s *Sweeper) fundedNext(ctx context.Context, p *pass, fs *fundedSend, funde
 	}
 	if funded.Sign() == 0 {
 		// Nothing funded yet: exactly the send's gas at a fresh fee cap.
-		return s.fund(ctx, p, fs.inv, fs.guard(store.SweepFunding), gasCost(plan.gas, s.freshFee(p).cap))
+		return s.fund(ctx, p, fs.acct, fs.guard(store.SweepFunding), gasCost(plan.gas, s.freshFee(p).cap))
 	}
 	feeCap := new(big.Int).Div(funded, new(big.Int).SetUint64(plan.gas))
 	if feeCap.Cmp(s.minViable(p)) < 0 {
 		// The base fee rose past the funded cap while the funding was
 		// mined: fund the difference to a fresh price first.
 		extra := new(big.Int).Sub(gasCost(plan.gas, s.freshFee(p).cap), funded)
-		return s.fund(ctx, p, fs.inv, fs.guard(store.SweepFunding), extra)
+		return s.fund(ctx, p, fs.acct, fs.guard(store.SweepFunding), extra)
 	}
 	return plan.send(ctx, p, fee{cap: feeCap, tip: bigMin(s.freshFee(p).tip, feeCap)})
 }
@@ -149,13 +176,18 @@ func (s *Sweeper) fundedNext(ctx context.Context, p *pass, fs *fundedSend, funde
 // mined, at the fee cap the fundings then pay for.
 func (s *Sweeper) tendFundedSend(ctx context.Context, p *pass, fs *fundedSend, funded *big.Int, pending bool) (outcome, error) {
 	return s.tendSend(ctx, p, fs.send, pending, func(live *store.SweepTx) (outcome, error) {
-		f, o, ok := s.replaceFee(ctx, p, fs.inv, live, store.SweepSent)
+		f, o, ok := s.replaceFee(ctx, p, fs.acct.capped, live, store.SweepSent)
 		if !ok {
+			if fs.acct.keepAtCap && o.fail != "" {
+				// At the cap: the stored bytes go out again, as they are.
+				reason := ReasonReplacementCap
+				return outcome{status: store.SweepSent, sweepErr: &reason}, s.keepSending(ctx, p, live)
+			}
 			return o, nil
 		}
 		if need := gasCost(live.GasLimit, f.cap); funded.Cmp(need) < 0 {
 			// The send keeps its status (SENT) while the extra gas is sent.
-			o, err := s.fund(ctx, p, fs.inv, fs.guard(store.SweepSent), new(big.Int).Sub(need, funded))
+			o, err := s.fund(ctx, p, fs.acct, fs.guard(store.SweepSent), new(big.Int).Sub(need, funded))
 			if err == nil && o.fail == "" {
 				o = retryWith(store.SweepSent, replaceReason(live))
 			}
@@ -163,7 +195,7 @@ func (s *Sweeper) tendFundedSend(ctx context.Context, p *pass, fs *fundedSend, f
 		}
 		feeCap := new(big.Int).Div(funded, new(big.Int).SetUint64(live.GasLimit))
 		f = fee{cap: feeCap, tip: bigMin(f.tip, feeCap)}
-		return s.resend(ctx, p, live, f, s.depositSigner(fs.inv), fs.guard(store.SweepSent))
+		return s.resend(ctx, p, live, f, fs.acct.sign, fs.guard(store.SweepSent))
 	})
 }
 
@@ -201,10 +233,11 @@ func (s *Sweeper) tendSend(ctx context.Context, p *pass, sl *slot, pending bool,
 }
 
 // fund signs, stores and broadcasts a funding of amount from the sweep
-// wallet to the deposit address, if the wallet can pay for it.
-func (s *Sweeper) fund(ctx context.Context, p *pass, inv store.Invoice, g *invoiceGuard, amount *big.Int) (outcome, error) {
+// wallet to the funded account, if the wallet can pay for it.
+func (s *Sweeper) fund(ctx context.Context, p *pass, acct fundedAccount, g *invoiceGuard, amount *big.Int) (outcome, error) {
 	_, o, err := s.walletSend(ctx, p, spec{
-		kind: store.SweepTxFunding, invoiceID: &inv.ID, to: inv.DepositAddress, value: amount, invoice: g,
+		kind: store.SweepTxFunding, invoiceID: acct.invoiceID, outboundID: acct.outboundID, to: acct.addr, value: amount,
+		invoice: g,
 	})
 	return o, err
 }

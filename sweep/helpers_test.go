@@ -143,7 +143,7 @@ func randAddr() common.Address { return common.BytesToAddress(randBytes(20)) }
 // keys returns the sweeper's keys: the deposit wallet, the sweep wallet and
 // the gas funder.
 func (e *env) keys() Keys {
-	return Keys{Deposits: e.wallet, Wallet: NewKeySigner(e.sweepKey), Funder: NewKeySigner(e.funderKey)}
+	return Keys{Deposits: e.wallet, Wallet: NewKeySigner(e.sweepKey), Funder: NewKeySigner(e.funderKey), Payouts: e.wallet}
 }
 
 func (e *env) sweeper(cfg Config) *Sweeper {

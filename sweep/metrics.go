@@ -21,6 +21,8 @@ type metrics struct {
 	reorged    *prometheus.CounterVec // by kind
 	broadcasts *prometheus.CounterVec // by kind and node answer
 	stopped    *prometheus.CounterVec // by kind and reason: replacing stopped (operator alert)
+
+	outboundConfirmed, outboundFailed prometheus.Counter // refunds and payouts
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,12 +52,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		broadcasts:  vec("broadcasts_total", "Broadcasts of stored transactions, by kind and the node's answer.", "kind", "answer"),
 		stopped: vec("replacement_stopped_total", "Stuck transactions the sweeper stopped re-pricing (replacement cap or fee ceiling), by kind and reason.",
 			"kind", "reason"),
+		outboundConfirmed: counter("outbound_confirmed_total", "Refunds and payouts confirmed on chain."),
+		outboundFailed:    counter("outbound_failed_total", "Refunds and payouts that failed (nothing was sent)."),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.balance, m.spend, m.reserve, m.low, m.funderEmpty, m.stuck, m.chainGuard, m.swept,
-		m.topUps, m.failed, m.signed, m.replaced, m.reorged, m.broadcasts, m.stopped} {
+		m.topUps, m.failed, m.signed, m.replaced, m.reorged, m.broadcasts, m.stopped, m.outboundConfirmed, m.outboundFailed} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

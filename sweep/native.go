@@ -59,7 +59,7 @@ func (s *Sweeper) advanceNative(ctx context.Context, p *pass, inv store.Invoice,
 	guard := func(status string) *invoiceGuard { return &invoiceGuard{id: inv.ID, seen: seen, status: status} }
 	if liveSlot(fund) != nil || (sweep == nil && s.cfg.Policy == PolicySponsor) {
 		return s.advanceFunded(ctx, p, &fundedSend{
-			inv: inv, fund: fund, send: sweep, guard: guard, finish: finish,
+			inv: inv, acct: s.depositAccount(inv), fund: fund, send: sweep, guard: guard, finish: finish,
 			prepare: func(ctx context.Context, p *pass, funded *big.Int) (sendPlan, string, error) {
 				return s.prepareNative(ctx, p, inv, guard, funded)
 			},
@@ -138,21 +138,28 @@ func (s *Sweeper) confirm(p *pass, sweep *slot, fund []*slot) (outcome, error) {
 // address (or, under the deduct policy, a replacement of replaces: its
 // value changes with its fee).
 func (s *Sweeper) sendSweep(ctx context.Context, p *pass, inv store.Invoice, g *invoiceGuard, to common.Address, value *big.Int, f fee, replaces *store.SweepTx) (outcome, error) {
-	if replaces == nil {
-		// A deposit address sends one transaction, at nonce 0. A used
-		// nonce means it was spent by someone else (or a sweep died with
-		// its nonce): never sign a second sweep.
+	// A deposit address sends one sweep, at nonce 0 (after the refunds
+	// sent from it before the sweep, if any: depositBase). A used nonce
+	// means it was spent by someone else (or a sweep died with its
+	// nonce): never sign a second sweep.
+	nonce, err := s.depositBase(ctx, inv)
+	if err != nil {
+		return outcome{}, err
+	}
+	if replaces != nil {
+		nonce = replaces.Nonce
+	} else {
 		n, err := s.nonceAt(ctx, p, inv.DepositAddress)
 		if err != nil {
 			return outcome{}, err
 		}
-		if n != 0 {
+		if n != nonce {
 			return failWith(ReasonDepositSpent), nil
 		}
 	}
 	rec, err := s.signAndStore(ctx, p, spec{
 		kind: store.SweepTxSweep, invoiceID: &inv.ID, from: inv.DepositAddress, to: to,
-		value: value, fee: f, nonce: 0, sign: s.depositSigner(inv), replaces: replaces, invoice: g,
+		value: value, fee: f, nonce: nonce, sign: s.depositSigner(inv), replaces: replaces, invoice: g,
 	})
 	if err != nil {
 		return outcome{}, err
@@ -174,7 +181,7 @@ func (s *Sweeper) advanceDeduct(ctx context.Context, p *pass, inv store.Invoice,
 		return s.deductSweep(ctx, p, inv, guard, to, s.freshFee(p), nil)
 	}
 	return s.tendSend(ctx, p, sweep, false, func(live *store.SweepTx) (outcome, error) {
-		f, o, ok := s.replaceFee(ctx, p, inv, live, store.SweepSent)
+		f, o, ok := s.replaceFee(ctx, p, s.exhausted(inv), live, store.SweepSent)
 		if !ok {
 			return o, nil
 		}

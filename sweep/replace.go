@@ -38,13 +38,14 @@ func (s *Sweeper) replacement(ctx context.Context, p *pass, live *store.SweepTx,
 	return f, ""
 }
 
-// replaceFee is replacement for a transaction of an invoice's sweep, whose
-// replacements are capped by the invoice's attempts. When ok is false no
-// replacement is made and o is the invoice's outcome: FAILED with the
-// transaction's last error at the cap; retried (an attempt) with
-// ReasonFeeCeiling, the sweep status becoming status, at the ceiling.
-func (s *Sweeper) replaceFee(ctx context.Context, p *pass, inv store.Invoice, live *store.SweepTx, status string) (f fee, o outcome, ok bool) {
-	f, stop := s.replacement(ctx, p, live, s.exhausted(inv))
+// replaceFee is replacement for a transaction of an invoice's sweep (or an
+// outbound's send), whose replacements are capped by its attempts
+// (capped: used up). When ok is false no replacement is made and o is the
+// outcome: FAILED with the transaction's last error at the cap; retried
+// (an attempt) with ReasonFeeCeiling, the sweep status becoming status, at
+// the ceiling.
+func (s *Sweeper) replaceFee(ctx context.Context, p *pass, capped bool, live *store.SweepTx, status string) (f fee, o outcome, ok bool) {
+	f, stop := s.replacement(ctx, p, live, capped)
 	switch stop {
 	case ReasonReplacementCap:
 		return fee{}, failWith(replaceReason(live)), false
@@ -56,8 +57,8 @@ func (s *Sweeper) replaceFee(ctx context.Context, p *pass, inv store.Invoice, li
 
 // replaceStuck replaces an invoice's stuck transaction live with the same
 // call at a bumped fee, signed by sign, if it may be (replaceFee).
-func (s *Sweeper) replaceStuck(ctx context.Context, p *pass, inv store.Invoice, live *store.SweepTx, sign signFunc, g *invoiceGuard) (outcome, error) {
-	f, o, ok := s.replaceFee(ctx, p, inv, live, g.status)
+func (s *Sweeper) replaceStuck(ctx context.Context, p *pass, capped bool, live *store.SweepTx, sign signFunc, g *invoiceGuard) (outcome, error) {
+	f, o, ok := s.replaceFee(ctx, p, capped, live, g.status)
 	if !ok {
 		return o, nil
 	}
@@ -89,7 +90,7 @@ func (s *Sweeper) resign(ctx context.Context, p *pass, live *store.SweepTx, f fe
 		return store.SweepTx{}, fmt.Errorf("decode stored tx %s: %w", live.TxHash.Hex(), err)
 	}
 	rec, err := s.signAndStore(ctx, p, spec{
-		kind: live.Kind, invoiceID: live.InvoiceID, from: live.From, to: live.To, value: live.ValueWei.Big(),
+		kind: live.Kind, invoiceID: live.InvoiceID, outboundID: live.OutboundID, from: live.From, to: live.To, value: live.ValueWei.Big(),
 		data: tx.Data(), gas: live.GasLimit, fee: f, nonce: live.Nonce, sign: s.retiredSigner(live.From, sign),
 		replaces: live, invoice: g,
 	})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/core/types"
@@ -41,6 +42,10 @@ type Sweeper struct {
 	// alerted holds the stuck transactions already alerted on (tx hash and
 	// reason), so that the error log and metric fire once per process.
 	alerted sync.Map
+
+	// walletsRecorded: the sweep wallet and gas funder are in the store's
+	// service wallets (ledger.go).
+	walletsRecorded atomic.Bool
 
 	// tipHook, set by tests only, replaces the node's suggested tip: a tip
 	// below the miner's minimum makes the simulated node accept a
@@ -133,6 +138,17 @@ func (s *Sweeper) runOnce(ctx context.Context, stop <-chan struct{}) error {
 	}
 	if err := s.tendAccounts(ctx, p); err != nil {
 		s.log.WarnContext(ctx, "sweep: gas funder", slog.String("error", err.Error()))
+	}
+	if err := s.ledgerPass(ctx, p); err != nil {
+		s.log.WarnContext(ctx, "sweep: ledger", slog.String("error", err.Error()))
+	}
+	// Refunds and payouts first: a refund that may leave from a deposit
+	// address takes it before that invoice's sweep in the same pass.
+	if err := s.outboundsDue(ctx, p, stop); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.log.WarnContext(ctx, "sweep: outbounds", slog.String("error", err.Error()))
 	}
 	return s.sweepDue(ctx, p, stop)
 }

@@ -194,11 +194,12 @@ func withMargin(gas uint64) uint64 { return gas + gas/gasMarginDiv }
 // advanceToken moves a token invoice's sweep. The path is the one its
 // stored transactions took, or for a new sweep the token's.
 func (s *Sweeper) advanceToken(ctx context.Context, p *pass, inv store.Invoice, token common.Address, txs []store.SweepTx) (outcome, error) {
-	seen := fingerprintOf(txs)
+	seen, base := fingerprintOf(txs), depositBaseOf(txs, inv.DepositAddress)
 	txs = ownTxs(txs)
 	t := tokenSweep{
 		token:   token,
 		seen:    seen,
+		nonce:   base,
 		permits: groupSlots(txsTo(txs, token), store.SweepTxPermit),
 		pulls:   groupSlots(txsTo(txs, token), store.SweepTxPull),
 		fund:    groupSlots(txs, store.SweepTxFunding),
@@ -235,7 +236,9 @@ type tokenSweep struct {
 	// fallback to funding, and its end is the transferFrom's confirmation.
 	wrong bool
 	// nonce is the deposit's nonce for its transfer on the fund path: 0 for
-	// the invoice's own token, the deposit's next one for a wrong token.
+	// the invoice's own token (after any refunds sent from the deposit
+	// before its sweep: depositBaseOf), the deposit's next one for a
+	// wrong token.
 	nonce               uint64
 	permit, pull, sweep *slot // the live one of each kind, if any
 }
@@ -466,7 +469,7 @@ func (s *Sweeper) tendWalletTx(ctx context.Context, p *pass, inv store.Invoice, 
 	case v.class == classRejected:
 		return failWith(live.LastError), true, nil
 	case v.replace:
-		f, o, ok := s.replaceFee(ctx, p, inv, live, status)
+		f, o, ok := s.replaceFee(ctx, p, s.exhausted(inv), live, status)
 		if !ok {
 			return o, true, nil
 		}

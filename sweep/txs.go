@@ -97,6 +97,10 @@ func (s *Sweeper) refresh(ctx context.Context, p *pass, sl *slot) error {
 
 func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
 	var changes []*store.SweepTx // demotions before the promotion (one live per nonce)
+	wasMined := map[*store.SweepTx]bool{}
+	for i := range sl.txs {
+		wasMined[&sl.txs[i]] = sl.txs[i].Status == store.SweepTxMined
+	}
 	if sl.mined != nil {
 		for i := range sl.txs {
 			t := &sl.txs[i]
@@ -150,14 +154,33 @@ func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
 	if len(changes) == 0 {
 		return nil
 	}
+	// The ledger moves with the transactions: a mined one's movements are
+	// appended, and one no longer mined (reorged out, or mined again in
+	// another block) has its movements reversed, in the same database
+	// transaction (ledger.go).
+	var entries []store.LedgerEntry
+	for _, t := range changes {
+		if t.Status == store.SweepTxMined {
+			es, err := s.ledgerOfMined(ctx, p, *t, sl.receipt)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, es...)
+		}
+	}
 	return s.st.InTx(ctx, func(tx store.Tx) error {
 		for _, t := range changes {
 			t.UpdatedAt = p.now
 			if err := tx.UpdateSweepTx(ctx, *t); err != nil {
 				return err
 			}
+			if wasMined[t] {
+				if _, err := tx.ReverseLedgerEntries(ctx, t.ID, p.now); err != nil {
+					return err
+				}
+			}
 		}
-		return nil
+		return tx.InsertLedgerEntries(ctx, entries)
 	})
 }
 
@@ -293,9 +316,11 @@ func (s *Sweeper) nonceUsed(ctx context.Context, p *pass, sl *slot, live *store.
 type spec struct {
 	kind      string
 	invoiceID *int64
-	from, to  common.Address
-	value     *big.Int
-	fee       fee
+	// outboundID is the refund or payout the transaction belongs to.
+	outboundID *int64
+	from, to   common.Address
+	value      *big.Int
+	fee        fee
 	// data is the call data (a token call); nil for a plain transfer.
 	data []byte
 	// gas is the gas limit; 0 means transferGas.
@@ -313,6 +338,9 @@ type spec struct {
 	invoice *invoiceGuard
 }
 
+// An outbound's transactions carry its check too (outbound): with id 0
+// (a payout wallet's send) no invoice is locked, and status "" leaves the
+// invoice's sweep status as it is (a refund sent from the deposit).
 type invoiceGuard struct {
 	id     int64
 	seen   fingerprint
@@ -321,6 +349,10 @@ type invoiceGuard struct {
 	// sweep the transaction belongs to (stored as its WrongToken); nil for
 	// the invoice's own sweep.
 	wrongToken *common.Address
+	// outbound, when set, is the check of an outbound's transaction: its
+	// row is locked and its state checked and written in the same
+	// database transaction (outbound.go).
+	outbound *outboundGuard
 }
 
 type fingerprint struct {
@@ -344,7 +376,7 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 	var rec store.SweepTx
 	err := s.inTx(ctx, func(tx store.Tx) error {
 		var inv store.Invoice
-		if g := sp.invoice; g != nil {
+		if g := sp.invoice; g != nil && g.id != 0 {
 			var err error
 			if inv, err = tx.GetInvoiceForUpdate(ctx, g.id); err != nil {
 				return err
@@ -355,6 +387,18 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 			}
 			if fingerprintOf(txs) != g.seen {
 				return errRaced
+			}
+			if sp.outboundID == nil {
+				// A refund that leaves from the deposit address holds it
+				// until it is done (outbound.go).
+				if err := depositHeld(ctx, tx, g.id); err != nil {
+					return err
+				}
+			}
+		}
+		if g := sp.invoice; g != nil && g.outbound != nil {
+			if err := g.outbound.check(ctx, tx); err != nil {
+				return err
 			}
 		}
 		nonce := sp.nonce
@@ -397,7 +441,7 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 			ValueWei: amountOf(sp.value), GasLimit: gas,
 			MaxFeeWei: amountOf(sp.fee.cap), MaxPriorityFeeWei: amountOf(sp.fee.tip),
 			TxHash: signed.Hash(), RawTx: raw, Status: store.SweepTxSigned,
-			CreatedAt: p.now, UpdatedAt: p.now,
+			CreatedAt: p.now, UpdatedAt: p.now, OutboundID: sp.outboundID,
 		}
 		if sp.invoice != nil {
 			rec.WrongToken = sp.invoice.wrongToken
@@ -405,7 +449,12 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 		if err := tx.CreateSweepTx(ctx, &rec); err != nil {
 			return err
 		}
-		if g := sp.invoice; g != nil {
+		if g := sp.invoice; g != nil && g.outbound != nil {
+			if err := g.outbound.record(ctx, tx, rec, p.now); err != nil {
+				return err
+			}
+		}
+		if g := sp.invoice; g != nil && g.id != 0 && g.status != "" {
 			inv.SweepStatus, inv.UpdatedAt = g.status, p.now
 			if (sp.kind == store.SweepTxSweep || sp.kind == store.SweepTxPull) && g.wrongToken == nil {
 				h := rec.TxHash

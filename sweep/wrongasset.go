@@ -175,10 +175,14 @@ func ownTxs(txs []store.SweepTx) []store.SweepTx {
 }
 
 // wrongTokenTxs keeps the transactions of one wrong token's sweep (nil: of
-// none).
+// none). A refund's transactions from (or funding) the deposit address
+// are no sweep's.
 func wrongTokenTxs(txs []store.SweepTx, token *common.Address) []store.SweepTx {
 	var out []store.SweepTx
 	for _, tx := range txs {
+		if tx.OutboundID != nil {
+			continue
+		}
 		if (tx.WrongToken == nil) == (token == nil) && (token == nil || *tx.WrongToken == *token) {
 			out = append(out, tx)
 		}

@@ -104,6 +104,11 @@ func (h *Handler) authed(fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, err := h.auth.Authenticate(r)
 		if err != nil {
+			var pe *problem.Problem
+			if errors.As(err, &pe) {
+				problem.Write(w, pe) // the authenticator's own answer (a key without the scope: 403)
+				return
+			}
 			if errors.Is(err, store.ErrUnavailable) {
 				problem.Write(w, h.storeError(r.Context(), err))
 				return

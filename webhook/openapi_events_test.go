@@ -17,7 +17,8 @@ import (
 )
 
 // The OpenAPI document's EventType enum lists exactly the event types the
-// service emits: every EventInvoice* constant of the store package.
+// service emits: every EventInvoice*, EventRefund* and EventPayout*
+// constant of the store package.
 func TestOpenAPI_EventTypeEnum_EveryTypeEmitted(t *testing.T) {
 	var doc struct {
 		Components struct {
@@ -51,7 +52,8 @@ func TestOpenAPI_EventTypeEnum_EveryTypeEmitted(t *testing.T) {
 			for _, spec := range g.Specs {
 				vs := spec.(*ast.ValueSpec)
 				for i, n := range vs.Names {
-					if !strings.HasPrefix(n.Name, "EventInvoice") || i >= len(vs.Values) {
+					if !strings.HasPrefix(n.Name, "EventInvoice") && !strings.HasPrefix(n.Name, "EventRefund") &&
+						!strings.HasPrefix(n.Name, "EventPayout") || i >= len(vs.Values) {
 						continue
 					}
 					lit, ok := vs.Values[i].(*ast.BasicLit)
@@ -63,5 +65,5 @@ func TestOpenAPI_EventTypeEnum_EveryTypeEmitted(t *testing.T) {
 			}
 		}
 	}
-	require.ElementsMatch(t, declared, store.EventTypes(), "store.EventTypes lists every EventInvoice constant")
+	require.ElementsMatch(t, declared, store.EventTypes(), "store.EventTypes lists every EventInvoice, EventRefund and EventPayout constant")
 }

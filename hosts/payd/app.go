@@ -354,6 +354,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 		PublicLookups:             invoice.LookupLimit{TrustedProxies: a.cfg.trustedProxies},
 		BaseURL:                   base,
 		CheckoutURL:               base + "/checkout",
+		ClaimURL:                  base + "/claim",
 		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,
 		Confirmations:             a.cfg.confirmations,
 		AdminToken:                a.adminToken,
@@ -384,12 +385,13 @@ func (a *app) buildAPI(ctx context.Context) error {
 	page.Routes(a.mux)
 	a.workers = append(a.workers, worker{"invoice", a.invoices.Run})
 
-	deliveries, err := webhook.NewHandler(a.st, a.invoices, webhook.HandlerConfig{Logger: a.log.With("component", "webhook")})
+	// The deliveries API checks its keys' scopes like the invoice API.
+	deliveries, err := webhook.NewHandler(a.st, a.invoices.RouteAuthenticator(), webhook.HandlerConfig{Logger: a.log.With("component", "webhook")})
 	if err != nil {
 		return err
 	}
 	deliveries.Register(a.mux)
-	return nil
+	return a.buildReconciliation()
 }
 
 // metrics is the registerer for packages whose metric names carry no
@@ -493,6 +495,10 @@ func (a *app) buildSweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Refunds and payouts leave from the merchants' payout wallets.
+	if keys.Payouts, err = payoutSigner(ctx, a.cfg.keys, w); err != nil {
+		return err
+	}
 	if kr, ok := a.cfg.keys.(*keyring); ok {
 		// /readyz says when an HSM or KMS key cannot be reached.
 		a.workers = append(a.workers, worker{"key-health", func(ctx context.Context) error { return kr.runHealth(ctx, a.cfg.keyCheckEvery) }})
@@ -500,6 +506,7 @@ func (a *app) buildSweep(ctx context.Context) error {
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
 		Policy:        a.cfg.sweepPolicy,
 		TokenPaths:    tokenPaths(a.cfg.tokens),
+		Tokens:        a.tokenAddresses(),
 		Confirmations: uint64(a.cfg.confirmations),
 		MinGasPrice:   a.cfg.minGasPrice,
 		// No stored signed transaction goes to a node that serves another

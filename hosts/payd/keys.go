@@ -58,6 +58,9 @@ type keysEnv struct {
 	// "mnemonic" (the derived sweep wallet) and "file"
 	// (GAS_FUNDER_PRIVATE_KEY_FILE).
 	sweepRetired, funderRetired []string
+	// payoutKeys are the merchants whose payout wallet key is in the
+	// provider (PAYOUT_WALLET_KEYS, refunds.go).
+	payoutKeys string
 }
 
 func readKeysEnv(getenv func(string) string) (keysEnv, error) {
@@ -71,6 +74,7 @@ func readKeysEnv(getenv func(string) string) (keysEnv, error) {
 		sealKey:       strings.TrimSpace(getenv("PAY_SEAL_KEY")),
 		sweepRetired:  splitList(getenv(keySweepWallet + "_RETIRED")),
 		funderRetired: splitList(getenv(keyGasFunder + "_RETIRED")),
+		payoutKeys:    strings.TrimSpace(getenv(payoutKeysEnv)),
 	}
 	if e.provider == "" {
 		e.provider = providerFile
@@ -80,7 +84,7 @@ func readKeysEnv(getenv func(string) string) (keysEnv, error) {
 	}
 	switch e.provider {
 	case providerFile:
-		if e.sweepKey != "" || e.funderKey != "" || e.sealKey != "" {
+		if e.sweepKey != "" || e.funderKey != "" || e.sealKey != "" || e.payoutKeys != "" {
 			return e, fmt.Errorf("%s, %s and PAY_SEAL_KEY name keys in an HSM or KMS: set PAY_KEYS_PROVIDER=pkcs11 or awskms", keySweepWallet, keyGasFunder)
 		}
 	case providerPKCS11:

@@ -9,6 +9,7 @@
 //	payd migrate                  apply database migrations
 //	payd merchants create …       create a merchant, print its credentials
 //	payd xpub                     print the deposit account's xpub
+//	payd reconcile                compare the ledger with the chain
 //
 // Run `payd help` for the flags of each.
 package main

@@ -39,6 +39,9 @@ Usage:
   payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]
                  Create a merchant on DATABASE_URL and print its credentials once.
   payd xpub      Print the xpub of the deposit account (from PAY_MNEMONIC_FILE).
+  payd reconcile [--block N] [--all]
+                 Compare the ledger's balance of every wallet of the service with the
+                 chain's (DATABASE_URL, RPC_URL, PAY_TOKENS); exit 1 when any differs.
   payd secrets seal NAME --out FILE [--in FILE|-]
                  Seal a secret (plaintext on standard input) under PAY_SEAL_KEY in
                  PAY_KEYS_PROVIDER (pkcs11 or awskms); see docs/keys.md.
@@ -70,6 +73,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runMerchants(ctx, rest, stdout)
 	case "xpub":
 		return runXPub(ctx, rest, stdout)
+	case "reconcile":
+		return runReconcile(ctx, rest, stdout)
 	case "secrets":
 		return runSecrets(ctx, rest, os.Stdin, stdout)
 	case "keys":

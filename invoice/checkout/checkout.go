@@ -26,7 +26,7 @@ import (
 	"github.com/evmpay/evmpay/store/problem"
 )
 
-//go:embed page.html assets messages
+//go:embed page.html assets messages claim.html claim
 var files embed.FS
 
 // Config tunes a Handler.
@@ -104,6 +104,10 @@ type Handler struct {
 	matcher language.Matcher
 	assets  map[string]asset
 	log     *slog.Logger
+
+	// The claim page of a refund (claim.go).
+	claimPage  *template.Template
+	claimLangs map[string]map[string]string
 }
 
 type asset struct {
@@ -175,6 +179,9 @@ func New(cfg Config) (*Handler, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("checkout: assets: %w", err)
+	}
+	if err := h.loadClaim(); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
@@ -257,10 +264,12 @@ func contentSecurityPolicy(frameAncestors []string) string {
 // Routes registers /checkout and everything below it on mux, for every
 // method: the handler answers its own 404 and 405, so that every response
 // under /checkout carries the page's security headers. It serves GET (and
-// HEAD) of /checkout and /checkout/assets/{name}.
+// HEAD) of /checkout and /checkout/assets/{name}, and of /claim, the claim
+// page of a refund (claim.go).
 func (h *Handler) Routes(mux httpapi.Router) {
 	mux.Handle("/checkout", h)
 	mux.Handle("/checkout/", h)
+	mux.Handle("/claim", h)
 }
 
 // ServeHTTP serves the page at …/checkout and its assets at
@@ -284,6 +293,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if i := strings.LastIndex(p, "/checkout/assets/"); i >= 0 {
 		h.serveAsset(w, r, p[i+len("/checkout/assets/"):])
+		return
+	}
+	if strings.HasSuffix(p, "/claim") {
+		h.serveClaim(w, r)
 		return
 	}
 	if !strings.HasSuffix(p, "/checkout") {
@@ -339,8 +352,15 @@ type langLink struct {
 }
 
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, h.page, h.langs)
+}
+
+// render answers a page of the handler (the checkout page, the claim
+// page) in the request's language: the template with its messages, and
+// the configuration its script reads.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, page *template.Template, catalogue map[string]map[string]string) {
 	lang := h.negotiate(r)
-	m := h.langs[lang]
+	m := catalogue[lang]
 	redirect := h.cfg.RedirectAfter.Milliseconds()
 	if redirect < 0 {
 		redirect = -1
@@ -350,12 +370,12 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		PollMillis: h.cfg.PollInterval.Milliseconds(), LateHours: int64(h.cfg.LateWindow / time.Hour),
 		ExplorerTx: h.cfg.ExplorerTxURL, ExplorerAddr: h.cfg.ExplorerAddressURL, RedirectMillis: redirect})
 	msgs, _ := json.Marshal(m)
-	links := make([]langLink, 0, len(h.langs))
+	links := make([]langLink, 0, len(catalogue))
 	for _, l := range h.Languages() {
-		links = append(links, langLink{Code: l, Name: h.langs[l]["language_name"], Current: l == lang})
+		links = append(links, langLink{Code: l, Name: catalogue[l]["language_name"], Current: l == lang})
 	}
 	var buf bytes.Buffer
-	if err := h.page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs), Langs: links}); err != nil {
+	if err := page.Execute(&buf, pageData{Lang: lang, M: m, Config: string(cfg), Messages: string(msgs), Langs: links}); err != nil {
 		h.log.ErrorContext(r.Context(), "checkout page", slog.String("error", err.Error()))
 		problem.Reply(w, problem.CodeInternal, "the page could not be rendered")
 		return

@@ -59,6 +59,18 @@ const (
 	CodeAdminDisabled       = "admin_disabled"    // 503: no operator token is configured
 	CodeIndexStale          = "index_stale"       // 503: read API: the index stopped being written
 	CodeRateUnavailable     = "rate_unavailable"  // 503, with Retry-After: no exchange rate fresh and agreed enough to quote with; nothing was created
+
+	// Refunds and payouts (docs/refunds.md).
+	CodeInsufficientScope   = "insufficient_scope"      // 403: the API key lacks the scope the route needs
+	CodeApprovalSameKey     = "approval_same_key"       // 403: the key that made a refund or payout cannot approve it
+	CodeStateConflict       = "state_conflict"          // 409: the refund or payout is not in a state that allows this
+	CodeRefundExceeds       = "refund_exceeds_received" // 422: more than was received (and confirmed) for the invoice
+	CodeNothingToRefund     = "nothing_to_refund"       // 422: the shortcut found nothing to refund
+	CodeLimitExceeded       = "limit_exceeded"          // 422: over the merchant's daily limit for the asset
+	CodeDestinationRefused  = "destination_not_allowed" // 422: not on the merchant's payout allowlist
+	CodeDestinationReserved = "destination_reserved"    // 422: an address of this service
+	CodeDestinationContract = "destination_contract"    // 422: a contract (native transfers are plain 21,000-gas sends)
+	CodeFiatUnavailable     = "fiat_unavailable"        // 422: no locked quote or current rate to convert a fiat amount
 )
 
 // statuses is the table: every code and its HTTP status.
@@ -86,7 +98,13 @@ var statuses = map[string]int{
 	CodeInternal:    http.StatusInternalServerError,
 	CodeUnavailable: http.StatusServiceUnavailable, CodeChainUnavailable: http.StatusServiceUnavailable,
 	CodeAdminDisabled: http.StatusServiceUnavailable, CodeIndexStale: http.StatusServiceUnavailable,
-	CodeRateUnavailable: http.StatusServiceUnavailable,
+	CodeRateUnavailable:   http.StatusServiceUnavailable,
+	CodeInsufficientScope: http.StatusForbidden, CodeApprovalSameKey: http.StatusForbidden,
+	CodeStateConflict: http.StatusConflict,
+	CodeRefundExceeds: http.StatusUnprocessableEntity, CodeNothingToRefund: http.StatusUnprocessableEntity,
+	CodeLimitExceeded: http.StatusUnprocessableEntity, CodeDestinationRefused: http.StatusUnprocessableEntity,
+	CodeDestinationReserved: http.StatusUnprocessableEntity, CodeDestinationContract: http.StatusUnprocessableEntity,
+	CodeFiatUnavailable: http.StatusUnprocessableEntity,
 }
 
 // Status returns a code's HTTP status: 500 for a code not in the table

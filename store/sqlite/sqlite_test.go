@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,9 +16,25 @@ import (
 
 func open(t *testing.T) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
+	// Not t.TempDir: database/sql may still be opening a connection when
+	// Close returns (its opener goroutine is not waited for), and that
+	// connection can create the -wal or -shm file again while the
+	// directory is being removed. Removal retries until it has settled.
+	dir, err := os.MkdirTemp("", "evmpay-sqlite-")
 	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, st.Close())
+		var err error
+		for range 50 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("remove %s: %v", dir, err)
+	})
 	return st
 }
 

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, tokenSweepTests()...)
 	tests = append(tests, brandingTests()...)
 	tests = append(tests, fiatTests()...)
+	tests = append(tests, outboundTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -12,18 +12,18 @@ import (
 
 const sweepTxColumns = `id, invoice_id, kind, from_address, to_address, nonce, value_wei, gas_limit,
 	max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status, block_number, gas_used, fee_wei,
-	created_at, updated_at, sent_at, mined_at, sent_block, last_error, wrong_token`
+	created_at, updated_at, sent_at, mined_at, sent_block, last_error, wrong_token, outbound_id`
 
 // CreateSweepTx implements store.SweepStore.
 func (s *Store) CreateSweepTx(ctx context.Context, t *store.SweepTx) error {
 	return s.namedGet(ctx, &t.ID, `INSERT INTO sweep_txs (invoice_id, kind, from_address, to_address,
 			nonce, value_wei, gas_limit, max_fee_wei, max_priority_fee_wei, tx_hash, raw_tx, status,
 			block_number, gas_used, fee_wei, created_at, updated_at, sent_at, mined_at, sent_block,
-			last_error, wrong_token)
+			last_error, wrong_token, outbound_id)
 		VALUES (:invoice_id, :kind, :from_address, :to_address, :nonce, :value_wei, :gas_limit,
 			:max_fee_wei, :max_priority_fee_wei, :tx_hash, :raw_tx, :status, :block_number,
 			:gas_used, :fee_wei, :created_at, :updated_at, :sent_at, :mined_at, :sent_block,
-			:last_error, :wrong_token)
+			:last_error, :wrong_token, :outbound_id)
 		RETURNING id`, t)
 }
 

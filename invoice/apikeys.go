@@ -1,0 +1,278 @@
+package invoice
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
+	"github.com/evmpay/evmpay/store/httpapi"
+	"github.com/evmpay/evmpay/store/problem"
+)
+
+// The merchant's scoped API keys and the controls on what the service sends
+// out for it (payout settings): managed with the merchant's own key only,
+// so that a scoped key can neither mint another nor loosen its own limits.
+
+// apiKeyView is a scoped key; APIKey only in the response that creates it.
+type apiKeyView struct {
+	api.APIKey
+	Key string `json:"api_key,omitempty"`
+}
+
+func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	if !httpapi.CheckJSON(w, r) {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	ms, perr := members(body, "name", "scopes")
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	name, perr := textMember(ms, "name", 200, false)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	var scopes []string
+	if raw := ms["scopes"]; isNull(raw) || json.Unmarshal(raw, &scopes) != nil || len(scopes) == 0 {
+		problem.Write(w, problem.OfField(problem.CodeMissingField, "scopes", "scopes is a non-empty array of "+strings.Join(store.AllScopes(), ", ")))
+		return
+	}
+	var set store.Scopes
+	for _, sc := range scopes {
+		if !contains(store.AllScopes(), sc) {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "scopes", "unknown scope "+strconv.Quote(sc)+" (scopes: "+strings.Join(store.AllScopes(), ", ")+")"))
+			return
+		}
+		if !set.Has(sc) {
+			set = append(set, sc)
+		}
+	}
+	key, digest, hash, prefix, err := s.creds.newAPIKey()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	k := store.APIKey{MerchantID: p.Merchant.ID, Name: name, Digest: digest, Hash: hash, Prefix: prefix, Scopes: set, CreatedAt: s.now()}
+	if err := s.st.CreateAPIKey(r.Context(), &k); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "api key created", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", k.ID),
+		slog.String("scopes", strings.Join(set, ",")))
+	w.Header().Set("Location", s.cfg.BaseURL+"/v1/merchant/api-keys/"+strconv.FormatInt(k.ID, 10))
+	writeJSON(w, http.StatusCreated, apiKeyView{APIKey: api.NewAPIKey(k), Key: key})
+}
+
+func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.st.ListAPIKeys(r.Context(), principal(r).Merchant.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Data []api.APIKey `json:"data"`
+	}{Data: make([]api.APIKey, 0, len(ks))}
+	for _, k := range ks {
+		out.Data = append(out.Data, api.NewAPIKey(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		problem.Write(w, errNotFound)
+		return
+	}
+	k, err := s.st.RevokeAPIKey(r.Context(), p.Merchant.ID, id, s.now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.auth.forget(k.Digest)
+	s.log.InfoContext(r.Context(), "api key revoked", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", id))
+	writeJSON(w, http.StatusOK, api.NewAPIKey(k))
+}
+
+// payoutSettings is the JSON of a merchant's payout policy: per asset its
+// approval threshold, daily limit and payout-wallet reserve in base units,
+// and the payout allowlist.
+type payoutSettings struct {
+	Assets           []assetSettings         `json:"assets"`
+	AllowlistEnabled bool                    `json:"allowlist_enabled"`
+	Allowlist        []store.ChecksumAddress `json:"allowlist"`
+	UpdatedAt        *time.Time              `json:"updated_at,omitempty"`
+}
+
+type assetSettings struct {
+	// Asset is the asset's symbol (an unconfigured token's address).
+	Asset             string        `json:"asset"`
+	ApprovalThreshold *store.Amount `json:"approval_threshold,omitempty"`
+	DailyLimit        *store.Amount `json:"daily_limit,omitempty"`
+	Reserve           *store.Amount `json:"reserve,omitempty"`
+}
+
+func (s *Service) settingsJSON(p store.PayoutPolicy) payoutSettings {
+	out := payoutSettings{Assets: []assetSettings{}, AllowlistEnabled: p.AllowlistEnabled,
+		Allowlist: make([]store.ChecksumAddress, 0, len(p.Allowlist))}
+	for _, ap := range p.Assets {
+		a := api.AssetOf(ap.Token, s.assets.list...)
+		name := a.Symbol
+		if name == "" && a.Address != nil {
+			name = a.Address.Hex()
+		}
+		out.Assets = append(out.Assets, assetSettings{Asset: name, ApprovalThreshold: ap.ApprovalThreshold, DailyLimit: ap.DailyLimit,
+			Reserve: ap.Reserve})
+	}
+	for _, a := range p.Allowlist {
+		out.Allowlist = append(out.Allowlist, store.ChecksumAddress(a))
+	}
+	if !p.UpdatedAt.IsZero() {
+		t := p.UpdatedAt.UTC()
+		out.UpdatedAt = &t
+	}
+	return out
+}
+
+func (s *Service) handleGetPayoutSettings(w http.ResponseWriter, r *http.Request) {
+	p, err := s.st.GetPayoutPolicy(r.Context(), principal(r).Merchant.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.settingsJSON(p))
+}
+
+// handlePutPayoutSettings replaces the merchant's payout settings.
+func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request) {
+	m := principal(r).Merchant
+	if !httpapi.CheckJSON(w, r) {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	ms, perr := members(body, "assets", "allowlist_enabled", "allowlist")
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	policy := store.PayoutPolicy{MerchantID: m.ID, UpdatedAt: s.now()}
+	if raw := ms["assets"]; !isNull(raw) {
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil || raw[0] != '[' {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "assets", `assets is an array: [{"asset": "USDC", "approval_threshold": "…", "daily_limit": "…", "reserve": "…"}]`))
+			return
+		}
+		seen := map[string]bool{}
+		for i, item := range items {
+			field := "assets[" + strconv.Itoa(i) + "]"
+			am, perr := members(item, "asset", "approval_threshold", "daily_limit", "reserve")
+			if perr != nil {
+				perr.Field = field + "." + perr.Field
+				problem.Write(w, perr)
+				return
+			}
+			var n string
+			if json.Unmarshal(am["asset"], &n) != nil || n == "" {
+				problem.Write(w, problem.OfField(problem.CodeMissingField, field+".asset", "each entry names its asset"))
+				return
+			}
+			a, ok := s.assets.lookup(n)
+			if !ok {
+				problem.Write(w, problem.OfField(problem.CodeUnknownAsset, field+".asset", "asset "+strconv.Quote(n)+" is not accepted here"))
+				return
+			}
+			if seen[a.Symbol] {
+				problem.Write(w, problem.OfField(problem.CodeDuplicateField, field+".asset", "asset "+strconv.Quote(n)+" appears twice"))
+				return
+			}
+			seen[a.Symbol] = true
+			ap := store.AssetPolicy{Token: a.Token()}
+			for name, dst := range map[string]**store.Amount{"approval_threshold": &ap.ApprovalThreshold, "daily_limit": &ap.DailyLimit, "reserve": &ap.Reserve} {
+				raw := am[name]
+				if isNull(raw) {
+					continue
+				}
+				var str string
+				v, err := store.Amount{}, error(store.ErrInvalidAmount)
+				if raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
+					v, err = store.ParseAmount(str)
+				}
+				if err != nil {
+					problem.Write(w, problem.OfField(problem.CodeInvalidAmount, field+"."+name, name+" is a JSON string of base units, e.g. \"1000000\""))
+					return
+				}
+				*dst = &v
+			}
+			policy.Assets = append(policy.Assets, ap)
+		}
+	}
+	if raw := ms["allowlist_enabled"]; !isNull(raw) {
+		if json.Unmarshal(raw, &policy.AllowlistEnabled) != nil {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "allowlist_enabled", "allowlist_enabled is true or false"))
+			return
+		}
+	}
+	if raw := ms["allowlist"]; !isNull(raw) {
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil || len(list) > 1000 {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "allowlist", "allowlist is an array of at most 1000 addresses"))
+			return
+		}
+		for _, item := range list {
+			a, perr := parseAddressMember("allowlist", item)
+			if perr != nil {
+				problem.Write(w, perr)
+				return
+			}
+			policy.Allowlist = append(policy.Allowlist, a)
+		}
+	}
+	if err := s.st.PutPayoutPolicy(r.Context(), policy); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "payout settings changed", slog.Int64("merchant_id", m.ID))
+	writeJSON(w, http.StatusOK, s.settingsJSON(policy))
+}
+
+// payoutWalletView is the merchant's payout wallet: the address to fund
+// (a plain transfer of the native coin or a token) and its payment
+// request for the native coin.
+type payoutWalletView struct {
+	Address    store.ChecksumAddress `json:"address"`
+	ChainID    uint64                `json:"chain_id"`
+	PaymentURI string                `json:"payment_uri"`
+	CreatedAt  time.Time             `json:"created_at"`
+}
+
+func (s *Service) handleGetPayoutWallet(w http.ResponseWriter, r *http.Request) {
+	wl, err := s.st.GetPayoutWallet(r.Context(), principal(r).Merchant.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		problem.Write(w, problem.Of(problem.CodeNotFound, "the payout wallet is not set up yet: the sweep role records it within a block; retry shortly"))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, payoutWalletView{Address: store.ChecksumAddress(wl.Address), ChainID: s.chainID,
+		PaymentURI: "ethereum:" + wl.Address.Hex() + "@" + strconv.FormatUint(s.chainID, 10), CreatedAt: wl.CreatedAt.UTC()})
+}

@@ -1,0 +1,131 @@
+package invoice
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
+	"github.com/evmpay/evmpay/store/httpapi"
+	"github.com/evmpay/evmpay/store/problem"
+)
+
+// ledgerPage is how many entries the export reads at a time: memory holds
+// one page, whatever the period (a year's entries stream through it).
+const ledgerPage = 1000
+
+// handleLedger streams the merchant's ledger entries of a period, in time
+// order, as CSV (default) or JSON lines: GET /v1/ledger?from=&to=&format=.
+// from (inclusive) and to (exclusive) are RFC 3339 times; absent: from the
+// first entry, to the last. Entries are read a page at a time by their (at,
+// id) position and written as they come, so memory does not grow with the
+// period. A failure after the first bytes went out aborts the response (a
+// truncated transfer, never a file that looks complete).
+func (s *Service) handleLedger(w http.ResponseWriter, r *http.Request) {
+	m := principal(r).Merchant
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	f := store.LedgerFilter{MerchantID: &m.ID, Limit: ledgerPage}
+	format := "csv"
+	for name, vals := range q {
+		if len(vals) > 1 {
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once"))
+			return
+		}
+		switch name {
+		case "from", "to":
+			t, err := time.Parse(time.RFC3339Nano, vals[0])
+			if err != nil {
+				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, name+" must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z"))
+				return
+			}
+			if name == "from" {
+				f.From = t
+			} else {
+				f.To = t
+			}
+		case "format":
+			if vals[0] != "csv" && vals[0] != "jsonl" {
+				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "format must be csv or jsonl"))
+				return
+			}
+			format = vals[0]
+		default:
+			problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name,
+				"unknown query parameter "+strconv.Quote(name)+" (allowed: from, to, format)"))
+			return
+		}
+	}
+	page, err := s.st.ListLedgerEntries(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	name := "ledger"
+	if !f.From.IsZero() {
+		name += "-from-" + f.From.UTC().Format("20060102T150405Z")
+	}
+	if !f.To.IsZero() {
+		name += "-to-" + f.To.UTC().Format("20060102T150405Z")
+	}
+	if format == "csv" {
+		h.Set("Content-Type", "text/csv; charset=utf-8")
+		name += ".csv"
+	} else {
+		h.Set("Content-Type", "application/jsonl; charset=utf-8")
+		name += ".jsonl"
+	}
+	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	cw := csv.NewWriter(bw)
+	enc := json.NewEncoder(bw)
+	if format == "csv" {
+		_ = cw.Write(api.LedgerCSVHeader())
+	}
+	assets := s.assets.list
+	rows := 0
+	for {
+		// A long period keeps writing: each page gets its own deadline.
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		for _, e := range page {
+			v := api.NewLedgerEntry(e, assets...)
+			if format == "csv" {
+				err = cw.Write(v.CSV())
+			} else {
+				err = enc.Encode(v)
+			}
+			if err != nil {
+				return // the client went away
+			}
+		}
+		rows += len(page)
+		cw.Flush()
+		if err := bw.Flush(); err != nil {
+			return
+		}
+		_ = rc.Flush()
+		if len(page) < f.Limit {
+			return
+		}
+		last := page[len(page)-1]
+		f.AfterAt, f.AfterID = last.At, last.ID
+		if page, err = s.st.ListLedgerEntries(r.Context(), f); err != nil {
+			s.log.WarnContext(r.Context(), "ledger export aborted", slog.Int64("merchant_id", m.ID),
+				slog.Int("rows_sent", rows), slog.String("error", err.Error()))
+			panic(http.ErrAbortHandler)
+		}
+	}
+}

@@ -1,0 +1,368 @@
+package invoice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
+	"github.com/evmpay/evmpay/store/problem"
+)
+
+// Refunds and payouts: the API side. A request is checked and recorded
+// here, in one database transaction with its idempotency record and its
+// events; the sweep role's outbound engine sends it (docs/refunds.md).
+
+// outboundView is a refund or payout as the merchant API shows it: with
+// its claim link (a refund without a destination, in the creating
+// response only) and, merchant-paid, the QR code of its payment request.
+type outboundView struct {
+	api.Outbound
+	ClaimURL string `json:"claim_url,omitempty"`
+	QRSVGURL string `json:"qr_svg_url,omitempty"`
+}
+
+func (s *Service) outboundView(o store.Outbound) outboundView {
+	v := outboundView{Outbound: api.NewOutbound(o)}
+	if o.PaymentURI != "" {
+		v.QRSVGURL = s.cfg.BaseURL + outboundPath(o) + "/qr.svg"
+	}
+	return v
+}
+
+// outboundPath is the API path of a refund or payout.
+func outboundPath(o store.Outbound) string {
+	if o.Kind == store.OutboundRefund {
+		return "/v1/refunds/" + strconv.FormatInt(o.ID, 10)
+	}
+	return "/v1/payouts/" + strconv.FormatInt(o.ID, 10)
+}
+
+// outboundRequest is a validated refund or payout, before the checks that
+// need the database.
+type outboundRequest struct {
+	kind  string
+	asset store.Asset
+	// assetNamed: the request named the asset (a refund's reason may
+	// choose it otherwise).
+	assetNamed bool
+	amount     store.Amount // zero: computed (a refund's reason)
+	reason     string
+	reference  string
+	dest       *common.Address
+	paidBy     string
+	fiat       *fiatAmount
+}
+
+// fiatAmount is a refund asked for in fiat.
+type fiatAmount struct {
+	amount store.Fiat
+	// rate is "locked" (the invoice's quote) or "current".
+	rate string
+}
+
+// idempotent runs create in one database transaction with the
+// Idempotency-Key's record: the merchant's row is locked first (its
+// refunds and payouts are recorded one after the other, so that limits
+// and what is left to refund count every one), the record is inserted,
+// create makes its change and its response, and the record is completed
+// with that response (sealed) — all or nothing, so a concurrent request
+// with the key waits for this one and replays its answer. The same key
+// with another request is 422; a key still held by an unfinished invoice
+// creation is 409. (The merchant's row is locked before the record is
+// inserted: the insert's foreign key takes a share lock on it, and two
+// requests that each held that share and then asked for the row lock
+// would deadlock.)
+func (s *Service) idempotent(ctx context.Context, merchantID int64, key string, fp []byte,
+	create func(tx store.Tx) (int, []byte, error)) (response, error) {
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		now := s.now()
+		rec := store.IdempotencyRecord{MerchantID: merchantID, Key: key, RequestHash: fp, Status: store.IdempotencyInFlight,
+			LockedUntil: now.Add(s.cfg.IdempotencyLease), CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL)}
+		var resp response
+		err := s.st.InTx(ctx, func(tx store.Tx) error {
+			if _, err := tx.GetMerchantForUpdate(ctx, merchantID); err != nil {
+				return err
+			}
+			if err := tx.CreateIdempotencyRecord(ctx, rec); err != nil {
+				return err
+			}
+			status, body, err := create(tx)
+			if err != nil {
+				return err
+			}
+			sealed, err := s.creds.sealResponse(merchantID, key, body)
+			if err != nil {
+				return err
+			}
+			done := rec
+			done.Status, done.ResponseStatus, done.ResponseBody = store.IdempotencyDone, &status, sealed
+			resp = response{status: status, body: body}
+			return tx.CompleteIdempotencyRecord(ctx, done)
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			return resp, err
+		}
+		prev, err := s.st.GetIdempotencyRecord(ctx, merchantID, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // the conflict was the change's own (a lost race): again
+		}
+		if err != nil {
+			return response{}, err
+		}
+		if !bytes.Equal(prev.RequestHash, fp) {
+			return response{}, problem.Of(problem.CodeKeyReused,
+				"this Idempotency-Key was used with a different request (method, path or body)")
+		}
+		if prev.Status == store.IdempotencyDone {
+			return s.replay(merchantID, key, prev)
+		}
+		return response{}, errInFlight
+	}
+	return response{}, errInFlight
+}
+
+// checkDestination refuses a destination the service holds the key of (a
+// deposit address, the sweep wallet, the gas funder, a payout wallet) and
+// a contract (native transfers are plain 21,000-gas sends; tokens are
+// refused alike, as settlement addresses are). It needs the chain when
+// Config.Merchants.Chain is set: run it before any database transaction.
+func (s *Service) checkDestination(ctx context.Context, field string, dest common.Address) error {
+	reserved := problem.OfField(problem.CodeDestinationReserved, field, field+" "+dest.Hex()+
+		" is an address this service holds the key of (a deposit address, the sweep wallet, the gas funder or a payout wallet): money sent there would be credited to nothing")
+	for _, a := range s.cfg.Merchants.ServiceAddresses {
+		if a == dest {
+			return reserved
+		}
+	}
+	if dep, err := s.st.IsDepositAddress(ctx, dest); err != nil {
+		return err
+	} else if dep {
+		return reserved
+	}
+	if _, err := s.st.GetServiceWallet(ctx, dest); err == nil {
+		return reserved
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if c := s.cfg.Merchants.Chain; c != nil {
+		code, err := c.CodeAt(ctx, dest, nil)
+		if err != nil {
+			return fmt.Errorf("%w: code at %s: %w", errChainUnavailable, field, err)
+		}
+		if len(code) > 0 {
+			return problem.OfField(problem.CodeDestinationContract, field, field+" "+dest.Hex()+
+				" is a contract: refunds and payouts go to externally owned accounts (plain wallet addresses)")
+		}
+	}
+	return nil
+}
+
+// policyOf is the merchant's payout policy (the zero policy when it never
+// set one).
+func policyOf(ctx context.Context, tx store.Tx, merchantID int64) (store.PayoutPolicy, error) {
+	p, err := tx.GetPayoutPolicy(ctx, merchantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.PayoutPolicy{MerchantID: merchantID}, nil
+	}
+	return p, err
+}
+
+// checkDailyLimit refuses a service-paid outbound that would take what the
+// merchant's service-paid refunds and payouts sent (or will send) of the
+// asset in the last 24 hours above the policy's daily limit. The caller
+// holds the merchant's row lock: concurrent requests are counted one after
+// the other.
+func (s *Service) checkDailyLimit(ctx context.Context, tx store.Tx, policy store.PayoutPolicy, o store.Outbound) error {
+	limit := policy.For(o.TokenAddress).DailyLimit
+	if o.PaidBy != store.PaidByService || limit == nil {
+		return nil
+	}
+	recent, err := tx.ListOutbounds(ctx, store.OutboundFilter{MerchantID: o.MerchantID, PaidBy: store.PaidByService,
+		CreatedAfter: o.CreatedAt.Add(-24 * time.Hour), Limit: 1000})
+	if err != nil {
+		return err
+	}
+	sum := new(big.Int).Set(o.Amount.Big())
+	for _, r := range recent {
+		if r.ID != o.ID && store.OutboundOpen(r.Status) && store.SameToken(r.TokenAddress, o.TokenAddress) {
+			sum.Add(sum, r.Amount.Big())
+		}
+	}
+	if sum.Cmp(limit.Big()) > 0 {
+		a := o.Asset()
+		return problem.OfField(problem.CodeLimitExceeded, "amount", fmt.Sprintf(
+			"this would send %s %s in 24 hours, above the daily limit of %s %s (payout settings)",
+			a.Format(amountOf(sum)), a.Symbol, a.Format(*limit), a.Symbol))
+	}
+	return nil
+}
+
+func amountOf(x *big.Int) store.Amount {
+	a, _ := store.AmountFromBig(x)
+	return a
+}
+
+// gate sets what a new (or newly claimed) outbound waits for: its
+// destination, then a second key's approval (service-paid, above the
+// threshold), then the engine (QUEUED) or, merchant-paid, the merchant's
+// payment of its request (AWAITING_PAYMENT, the request's URI made here).
+func (s *Service) gate(o *store.Outbound, policy store.PayoutPolicy) error {
+	if o.PaidBy == store.PaidByService {
+		if t := policy.For(o.TokenAddress).ApprovalThreshold; t != nil && o.Amount.Cmp(*t) > 0 {
+			o.NeedsApproval = true
+		}
+	}
+	switch {
+	case o.Destination == nil:
+		o.Status = store.OutboundAwaitingDestination
+	case o.NeedsApproval && o.ApprovedAt == nil:
+		o.Status = store.OutboundAwaitingApproval
+	case o.PaidBy == store.PaidByMerchant:
+		uri, err := s.paymentURI(o.Asset(), *o.Destination, o.Amount)
+		if err != nil {
+			return err
+		}
+		o.Status, o.PaymentURI = store.OutboundAwaitingPayment, uri
+	default:
+		o.Status = store.OutboundQueued
+	}
+	return nil
+}
+
+// insertEvents writes the events of an outbound entering its status (and,
+// first, of its creation).
+func insertEvents(ctx context.Context, tx store.Tx, o store.Outbound, created bool, at time.Time) error {
+	var types []string
+	if created {
+		types = append(types, store.OutboundEventType(o.Kind, "created"))
+	}
+	if t := store.OutboundEventType(o.Kind, o.Status); t != "" {
+		types = append(types, t)
+	}
+	for _, t := range types {
+		ev, err := api.OutboundEvent(t, o, at)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertEvent(ctx, &ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createdBody is the response body of a new outbound.
+func (s *Service) createdBody(o store.Outbound, claimToken string) ([]byte, error) {
+	v := s.outboundView(o)
+	if claimToken != "" {
+		v.ClaimURL = s.cfg.ClaimURL + "#" + claimToken
+	}
+	return json.Marshal(v)
+}
+
+// outboundOf reads the merchant's outbound {id} of a kind; another
+// merchant's is "not found", like a missing one.
+func (s *Service) outboundOf(w http.ResponseWriter, r *http.Request, kind string) (store.Outbound, bool) {
+	m, ok := s.merchant(w, r)
+	if !ok {
+		return store.Outbound{}, false
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		problem.Write(w, errNotFound)
+		return store.Outbound{}, false
+	}
+	o, err := s.st.GetOutbound(r.Context(), id)
+	if err == nil && (o.MerchantID != m.ID || o.Kind != kind) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return store.Outbound{}, false
+	}
+	return o, true
+}
+
+// transition changes the merchant's outbound {id} under its row lock:
+// change returns the problem when the outbound's state does not allow it.
+func (s *Service) transition(w http.ResponseWriter, r *http.Request, kind string, change func(o *store.Outbound) *problem.Problem) {
+	o, ok := s.outboundOf(w, r, kind)
+	if !ok {
+		return
+	}
+	now := s.now()
+	err := s.st.InTx(r.Context(), func(tx store.Tx) error {
+		cur, err := tx.GetOutboundForUpdate(r.Context(), o.ID)
+		if err != nil {
+			return err
+		}
+		before := cur.Status
+		if perr := change(&cur); perr != nil {
+			return perr
+		}
+		cur.UpdatedAt = now
+		if err := tx.UpdateOutbound(r.Context(), &cur); err != nil {
+			return err
+		}
+		o = cur
+		if cur.Status == before {
+			return nil
+		}
+		return insertEvents(r.Context(), tx, cur, false, now)
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.outboundView(o))
+}
+
+// approve lets a second key approve an outbound waiting for it.
+func (s *Service) approve(w http.ResponseWriter, r *http.Request, kind string) {
+	p := principal(r)
+	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
+		if o.Status != store.OutboundAwaitingApproval {
+			return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for an approval")
+		}
+		if o.CreatedByKey == p.KeyID {
+			return problem.Of(problem.CodeApprovalSameKey, "the key that made it cannot approve it: approve with a second API key that has the approve scope")
+		}
+		now, key := s.now(), p.KeyID
+		o.ApprovedByKey, o.ApprovedAt, o.Status = &key, &now, store.OutboundQueued
+		return nil
+	})
+}
+
+// reject lets an approver turn down an outbound waiting for approval.
+func (s *Service) reject(w http.ResponseWriter, r *http.Request, kind string) {
+	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
+		if o.Status != store.OutboundAwaitingApproval {
+			return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for an approval")
+		}
+		o.Status, o.Error = store.OutboundCancelled, "rejected by an approver"
+		return nil
+	})
+}
+
+// cancel stops an outbound before anything was sent: once its send is
+// signed (BROADCAST) it can no longer be taken back.
+func (s *Service) cancel(w http.ResponseWriter, r *http.Request, kind string) {
+	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
+		switch o.Status {
+		case store.OutboundAwaitingDestination, store.OutboundAwaitingApproval, store.OutboundQueued, store.OutboundAwaitingPayment:
+			o.Status, o.Error = store.OutboundCancelled, "cancelled by the merchant"
+			return nil
+		}
+		return problem.Of(problem.CodeStateConflict, "it is "+o.Status+": only a refund or payout not yet sent can be cancelled")
+	})
+}

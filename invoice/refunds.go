@@ -1,0 +1,608 @@
+package invoice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
+	"github.com/evmpay/evmpay/store/problem"
+)
+
+// fiatRefundAmount converts a refund asked for in fiat into base units of
+// the refunded asset, rounded up to the base unit (the payer gets at least
+// the fiat amount back): at the quote the invoice locked for the asset when
+// it was created (a fiat-priced invoice's Pricing), or at the current rate
+// (Config.Pricer). It returns the rate used.
+func (s *Service) fiatRefundAmount(ctx context.Context, inv store.Invoice, asset store.Asset, f fiatAmount) (store.Amount, string, error) {
+	switch f.rate {
+	case "locked":
+		var quotes []store.Quote
+		if inv.Pricing != nil {
+			quotes = inv.Pricing.Quotes
+		}
+		for _, q := range quotes {
+			if q.Asset.Same(asset) && q.Price.Currency == f.amount.Currency {
+				a, err := q.AmountFor(f.amount)
+				if err != nil {
+					return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat", err.Error())
+				}
+				return a, q.Rate.String(), nil
+			}
+		}
+		return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat",
+			"this invoice has no locked quote in "+f.amount.Currency.Code+" for "+asset.Symbol+`: ask in the asset, or at "current" rate`)
+	default:
+		if s.cfg.Pricer == nil {
+			return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat",
+				"no exchange rates are configured here: ask for the refund in the asset")
+		}
+		qs, err := s.cfg.Pricer.Quotes(ctx, f.amount, []store.Asset{asset}, s.now().Add(time.Minute))
+		if err != nil || len(qs) != 1 {
+			return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat",
+				fmt.Sprintf("no current rate of %s in %s: %v", asset.Symbol, f.amount.Currency.Code, err))
+		}
+		return qs[0].Amount, qs[0].Rate.String(), nil
+	}
+}
+
+// Refund reasons a request may name: the shortcuts compute the amount.
+var refundReasons = []string{store.RefundOverpayment, store.RefundWrongAsset, store.RefundLatePayment, store.RefundFull, store.RefundPartial}
+
+// parseRefundRequest reads a POST /v1/invoices/{id}/refunds body:
+//
+//	reason       "overpayment", "wrong_asset", "late_payment", "full" (the
+//	             amount is computed) or "partial" (default: amount given)
+//	amount | amount_formatted | fiat {"amount","currency","rate"}
+//	asset        the asset refunded (default the invoice's; a wrong-asset
+//	             refund names it unless one other asset was paid)
+//	destination  the payer's address; absent: a claim link
+//	paid_by      "service" (default) or "merchant"
+//	reference    the merchant's own text
+func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRequest, *problem.Problem) {
+	ms, perr := members(body, "reason", "amount", "amount_formatted", "fiat", "asset", "destination", "paid_by", "reference")
+	if perr != nil {
+		return outboundRequest{}, perr
+	}
+	req := outboundRequest{kind: store.OutboundRefund, reason: store.RefundPartial, paidBy: store.PaidByService}
+	if raw := ms["reason"]; !isNull(raw) {
+		var r string
+		if json.Unmarshal(raw, &r) != nil || !contains(refundReasons, r) {
+			return req, problem.OfField(problem.CodeInvalidField, "reason", "reason must be one of overpayment, wrong_asset, late_payment, full, partial")
+		}
+		req.reason = r
+	}
+	req.asset = inv.Asset()
+	if !isNull(ms["asset"]) {
+		if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+			return req, perr
+		}
+		req.assetNamed = true
+	}
+	given := 0
+	for _, n := range []string{"amount", "amount_formatted", "fiat"} {
+		if !isNull(ms[n]) {
+			given++
+		}
+	}
+	switch {
+	case req.reason == store.RefundPartial && given != 1:
+		return req, problem.OfField(problem.CodeMissingField, "amount",
+			"give exactly one of amount, amount_formatted and fiat (or a reason that computes it: overpayment, wrong_asset, late_payment, full)")
+	case req.reason != store.RefundPartial && given > 0:
+		return req, problem.OfField(problem.CodeInvalidField, "amount", "reason "+req.reason+" computes the amount: give no amount")
+	case !isNull(ms["fiat"]):
+		f, perr := parseFiat(ms["fiat"])
+		if perr != nil {
+			return req, perr
+		}
+		req.fiat = &f
+	case given == 1:
+		if req.amount, perr = s.parseAssetAmount(req.asset, ms); perr != nil {
+			return req, perr
+		}
+	}
+	return req, s.parseOutboundCommon(ms, &req)
+}
+
+// parseOutboundCommon reads destination, paid_by and reference.
+func (s *Service) parseOutboundCommon(ms map[string]json.RawMessage, req *outboundRequest) *problem.Problem {
+	if raw := ms["destination"]; !isNull(raw) {
+		d, perr := parseAddressMember("destination", raw)
+		if perr != nil {
+			return perr
+		}
+		req.dest = &d
+	}
+	if raw := ms["paid_by"]; !isNull(raw) {
+		var p string
+		if json.Unmarshal(raw, &p) != nil || (p != "service" && p != "merchant") {
+			return problem.OfField(problem.CodeInvalidField, "paid_by", `paid_by must be "service" (sent from a wallet the service holds) or "merchant" (a payment request the merchant pays)`)
+		}
+		req.paidBy = map[string]string{"service": store.PaidByService, "merchant": store.PaidByMerchant}[p]
+	}
+	var perr *problem.Problem
+	req.reference, perr = textMember(ms, "reference", maxOrderIDLen, false)
+	return perr
+}
+
+// parseFiat reads {"amount": "12.50", "currency": "EUR", "rate": "locked"|"current"}.
+func parseFiat(raw json.RawMessage) (fiatAmount, *problem.Problem) {
+	bad := problem.OfField(problem.CodeInvalidField, "fiat",
+		`fiat must be {"amount": "12.50", "currency": "EUR", "rate": "locked" or "current"}`)
+	var v struct {
+		Amount   string `json:"amount"`
+		Currency string `json:"currency"`
+		Rate     string `json:"rate"`
+	}
+	if raw[0] != '{' || json.Unmarshal(raw, &v) != nil {
+		return fiatAmount{}, bad
+	}
+	if v.Rate == "" {
+		v.Rate = "locked"
+	}
+	if v.Rate != "locked" && v.Rate != "current" {
+		return fiatAmount{}, bad
+	}
+	f, err := store.ParseFiat(v.Amount, v.Currency)
+	if err != nil || f.IsZero() {
+		return fiatAmount{}, problem.OfField(problem.CodeInvalidAmount, "fiat", "fiat.amount must be a positive amount of the currency, e.g. \"12.50\" EUR")
+	}
+	return fiatAmount{amount: f, rate: v.Rate}, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// receipts is what an invoice received, with the confirmations, per asset
+// (tokenKey: "" for the native coin): byToken every payment, counted and
+// wrong-asset alike; counted the payments that count toward the invoice
+// (its own asset; any quoted asset of a fiat invoice), late ones
+// included; late the late ones alone. countedList is counted as a list
+// (a fiat invoice's valuation), lastCounted the key of the latest one.
+type receipts struct {
+	byToken, counted, late map[string]*big.Int
+	countedList            []store.AssetAmount
+	lastCounted            *string
+}
+
+func tokenKey(t *store.Asset) string {
+	if a := t.Token(); a != nil {
+		return a.Hex()
+	}
+	return ""
+}
+
+func add(m map[string]*big.Int, k string, v *big.Int) {
+	if m[k] == nil {
+		m[k] = new(big.Int)
+	}
+	m[k].Add(m[k], v)
+}
+
+// of is m[k], zero when absent.
+func of(m map[string]*big.Int, k string) *big.Int {
+	if v := m[k]; v != nil {
+		return v
+	}
+	return new(big.Int)
+}
+
+// confirmedReceipts sums the invoice's confirmed payments: only money with
+// the confirmations may be refunded (a refund of a payment a reorg then
+// removes would be money the service never got).
+func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.Invoice) (receipts, error) {
+	rc := receipts{byToken: map[string]*big.Int{}, counted: map[string]*big.Int{}, late: map[string]*big.Int{}}
+	head, err := tx.LatestBlock(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return rc, nil
+	}
+	if err != nil {
+		return rc, err
+	}
+	ps, err := tx.ListPaymentsByInvoice(ctx, inv.ID)
+	if err != nil {
+		return rc, err
+	}
+	for _, p := range ps {
+		if p.BlockNumber > head.Number || head.Number-p.BlockNumber < uint64(s.cfg.Confirmations) {
+			continue
+		}
+		a := store.Asset{Address: p.Token}
+		k := tokenKey(&a)
+		add(rc.byToken, k, p.AmountWei.Big())
+		if inv.Accepts(p.Token) && !p.WrongAsset {
+			add(rc.counted, k, p.AmountWei.Big())
+			rc.countedList = append(rc.countedList, store.AssetAmount{Token: p.Token, Amount: p.AmountWei})
+			rc.lastCounted = &k
+			if p.Late {
+				add(rc.late, k, p.AmountWei.Big())
+			}
+		}
+	}
+	return rc, nil
+}
+
+// assetOfKey is the configured asset of a tokenKey.
+func (s *Service) assetOfKey(k string) (store.Asset, bool) {
+	if k == "" {
+		return s.assets.native, true
+	}
+	return s.assets.lookup(k)
+}
+
+// refundAmount fixes a refund's asset and amount against what the invoice
+// received and what its other refunds already take, in the transaction
+// that records it (the invoice's row is locked: concurrent refunds are
+// counted one after the other, and never exceed what was received).
+//
+// A fiat-priced invoice accepts every quoted asset: its overpayment is the
+// value of what counted, at the locked quotes, above the price and the
+// value of its open refunds, converted into the refunded asset at its
+// quote (rounded up to the base unit); unnamed, that asset is the one of
+// the latest counted payment. Its late-payment refund is in the asset of
+// its late payments.
+func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest) *problem.Problem {
+	rc, err := s.confirmedReceipts(ctx, tx, inv)
+	if err != nil {
+		return problem.Of(problem.CodeInternal, "internal error")
+	}
+	refunds, err := tx.ListOutbounds(ctx, store.OutboundFilter{InvoiceID: inv.ID, Kind: store.OutboundRefund, Limit: 1000})
+	if err != nil {
+		return problem.Of(problem.CodeInternal, "internal error")
+	}
+	if perr := s.refundAsset(inv, rc, req); perr != nil {
+		return perr
+	}
+	k := tokenKey(&req.asset)
+	received := of(rc.byToken, k)
+	refunded := new(big.Int)
+	var refundedAll []store.AssetAmount
+	for _, r := range refunds {
+		if !store.OutboundOpen(r.Status) {
+			continue
+		}
+		refundedAll = append(refundedAll, store.AssetAmount{Token: r.TokenAddress, Amount: r.Amount})
+		if store.SameToken(r.TokenAddress, req.asset.Token()) {
+			refunded.Add(refunded, r.Amount.Big())
+		}
+	}
+	left := new(big.Int).Sub(received, refunded)
+	var want *big.Int
+	switch req.reason {
+	case store.RefundOverpayment:
+		if inv.Pricing == nil {
+			want = new(big.Int).Sub(of(rc.counted, k), inv.AmountWei.Big())
+			want.Sub(want, refunded)
+			break
+		}
+		var perr *problem.Problem
+		if want, perr = fiatOverpayment(inv, rc, refundedAll, req.asset); perr != nil {
+			return perr
+		}
+	case store.RefundLatePayment:
+		want = new(big.Int).Sub(of(rc.late, k), refunded)
+	case store.RefundWrongAsset, store.RefundFull:
+		want = left
+	default:
+		want = req.amount.Big()
+	}
+	if req.reason != store.RefundPartial {
+		if want.Sign() <= 0 {
+			return problem.Of(problem.CodeNothingToRefund, fmt.Sprintf("nothing to refund as %s: received (confirmed) %s %s, already refunded %s",
+				req.reason, req.asset.Format(amountOf(received)), req.asset.Symbol, req.asset.Format(amountOf(refunded))))
+		}
+		req.amount = amountOf(want)
+	}
+	if want.Cmp(left) > 0 {
+		field := "amount"
+		if req.fiat != nil {
+			field = "fiat"
+		}
+		return problem.OfField(problem.CodeRefundExceeds, field, fmt.Sprintf(
+			"a refund of %s %s is more than is left to refund: received (with %d confirmations) %s %s, already refunded %s",
+			req.asset.Format(req.amount), req.asset.Symbol, s.cfg.Confirmations, req.asset.Format(amountOf(received)),
+			req.asset.Symbol, req.asset.Format(amountOf(refunded))))
+	}
+	return nil
+}
+
+// refundAsset settles the asset of a refund whose reason computes it when
+// the request did not name one, and checks the reason fits the asset.
+func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundRequest) *problem.Problem {
+	// keys returns the assets received (confirmed) in m that keep says to.
+	keys := func(m map[string]*big.Int, keep func(token *common.Address) bool) []string {
+		var out []string
+		for k := range m {
+			a := store.Asset{}
+			if k != "" {
+				t := common.HexToAddress(k)
+				a.Address = &t
+			}
+			if keep(a.Token()) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	pick := func(candidates []string, what string) *problem.Problem {
+		if len(candidates) != 1 {
+			return problem.OfField(problem.CodeNothingToRefund, "asset", fmt.Sprintf(
+				"a %s refund needs its asset: %d assets were received (and confirmed) as %s for this invoice", req.reason, len(candidates), what))
+		}
+		a, ok := s.assetOfKey(candidates[0])
+		if !ok {
+			return problem.OfField(problem.CodeUnknownAsset, "asset", "the asset paid ("+candidates[0]+") is not one this service accepts")
+		}
+		req.asset = a
+		return nil
+	}
+	accepted := func(token *common.Address) bool { return inv.Accepts(token) }
+	switch req.reason {
+	case store.RefundWrongAsset:
+		if !req.assetNamed {
+			return pick(keys(rc.byToken, func(t *common.Address) bool { return !inv.Accepts(t) }), "another asset")
+		}
+		if inv.Accepts(req.asset.Token()) {
+			return problem.OfField(problem.CodeInvalidField, "asset", "a wrong-asset refund is of an asset the invoice does not accept")
+		}
+	case store.RefundLatePayment:
+		if !req.assetNamed && inv.Pricing != nil {
+			return pick(keys(rc.late, accepted), "late payments")
+		}
+		if !inv.Accepts(req.asset.Token()) {
+			return problem.OfField(problem.CodeInvalidField, "asset", "a late payment is in an asset the invoice accepts")
+		}
+	case store.RefundOverpayment:
+		if !req.assetNamed && inv.Pricing != nil && rc.lastCounted != nil {
+			return pick([]string{*rc.lastCounted}, "the latest payment")
+		}
+		if !inv.Accepts(req.asset.Token()) {
+			return problem.OfField(problem.CodeInvalidField, "asset", "an overpayment is in an asset the invoice accepts")
+		}
+	}
+	return nil
+}
+
+// fiatOverpayment is a fiat invoice's overpayment in asset: the value of
+// its counted payments at the locked quotes (rounded down to the minor
+// unit), less its price and the value of its open refunds, at the quote of
+// asset (rounded up to the base unit). Zero or less: nothing to refund.
+func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmount, asset store.Asset) (*big.Int, *problem.Problem) {
+	quotes := inv.Pricing.Quotes
+	q, ok := inv.Pricing.QuoteFor(asset.Token())
+	if !ok {
+		return nil, problem.OfField(problem.CodeInvalidField, "asset", "an overpayment is in an asset the invoice quoted")
+	}
+	paid, err := store.ValuePayments(quotes, rc.countedList)
+	if err != nil {
+		return nil, problem.Of(problem.CodeInternal, "internal error")
+	}
+	// A refund in an asset without a quote (a wrong-asset one) gives back
+	// nothing that counted.
+	var quoted []store.AssetAmount
+	for _, r := range refunded {
+		if _, ok := inv.Pricing.QuoteFor(r.Token); ok {
+			quoted = append(quoted, r)
+		}
+	}
+	back, err := store.ValuePayments(quotes, quoted)
+	if err != nil {
+		return nil, problem.Of(problem.CodeInternal, "internal error")
+	}
+	excess := new(big.Int).Sub(paid.Minor.Big(), inv.Pricing.Price.Minor.Big())
+	excess.Sub(excess, back.Minor.Big())
+	if excess.Sign() <= 0 {
+		return new(big.Int), nil
+	}
+	a, err := q.AmountFor(store.Fiat{Currency: paid.Currency, Minor: amountOf(excess)})
+	if err != nil {
+		return nil, problem.Of(problem.CodeInternal, "internal error")
+	}
+	return a.Big(), nil
+}
+
+func (s *Service) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
+	m := principal(r)
+	key, perr := idempotencyKey(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	if !httpapi.CheckJSON(w, r) {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	inv, ok := s.invoiceOf(w, r)
+	if !ok {
+		return
+	}
+	req, perr := s.parseRefundRequest(body, inv)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	if req.dest != nil {
+		if err := s.checkDestination(r.Context(), "destination", *req.dest); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	var fiatRate string
+	if req.fiat != nil {
+		// Converted before the transaction: a current rate may be a
+		// network call.
+		var err error
+		if req.amount, fiatRate, err = s.fiatRefundAmount(r.Context(), inv, req.asset, *req.fiat); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	resp, err := s.idempotent(r.Context(), m.Merchant.ID, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body),
+		func(tx store.Tx) (int, []byte, error) {
+			locked, err := tx.GetInvoiceForUpdate(r.Context(), inv.ID)
+			if err != nil {
+				return 0, nil, err
+			}
+			if perr := s.refundAmount(r.Context(), tx, locked, &req); perr != nil {
+				return 0, nil, perr
+			}
+			o := s.newOutbound(m, req)
+			o.InvoiceID = &inv.ID
+			if req.fiat != nil {
+				minor := req.fiat.amount.Minor
+				o.FiatCurrency, o.FiatMinor, o.FiatRate, o.FiatRateKind = req.fiat.amount.Currency.Code, &minor, fiatRate, req.fiat.rate
+			}
+			return s.recordOutbound(r.Context(), tx, &o)
+		})
+	if err != nil {
+		if errors.Is(err, errInFlight) {
+			w.Header().Set("Retry-After", "1")
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if resp.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeBody(w, resp.status, resp.body)
+}
+
+// newOutbound is the record of a request, before its gates.
+func (s *Service) newOutbound(p Principal, req outboundRequest) store.Outbound {
+	now := s.now()
+	o := store.Outbound{Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
+		Amount: req.amount, Destination: req.dest, PaidBy: req.paidBy, CreatedByKey: p.KeyID, CreatedAt: now, UpdatedAt: now}
+	if req.kind == store.OutboundPayout {
+		o.Reason = ""
+	}
+	o.SetAsset(req.asset)
+	return o
+}
+
+// recordOutbound checks the policy (daily limit), sets the gates, a claim
+// token when there is no destination, and inserts the outbound with its
+// events; the caller holds the merchant's row lock (idempotent).
+func (s *Service) recordOutbound(ctx context.Context, tx store.Tx, o *store.Outbound) (int, []byte, error) {
+	policy, err := policyOf(ctx, tx, o.MerchantID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkDailyLimit(ctx, tx, policy, *o); err != nil {
+		return 0, nil, err
+	}
+	if o.Kind == store.OutboundPayout && o.Destination != nil && !policy.Allowed(*o.Destination) {
+		return 0, nil, problem.OfField(problem.CodeDestinationRefused, "destination",
+			"destination "+o.Destination.Hex()+" is not on the payout allowlist (payout settings)")
+	}
+	if head, err := tx.LatestBlock(ctx); err == nil {
+		o.CreatedBlock = head.Number
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return 0, nil, err
+	}
+	var claim string
+	if o.Destination == nil {
+		tok, hash, err := newLookupToken()
+		if err != nil {
+			return 0, nil, err
+		}
+		claim, o.ClaimTokenHash = tok, hash
+	}
+	if err := s.gate(o, policy); err != nil {
+		return 0, nil, err
+	}
+	if err := tx.CreateOutbound(ctx, o); err != nil {
+		return 0, nil, err
+	}
+	if err := insertEvents(ctx, tx, *o, true, o.CreatedAt); err != nil {
+		return 0, nil, err
+	}
+	body, err := s.createdBody(*o, claim)
+	return http.StatusCreated, body, err
+}
+
+// listOutbounds answers GET /v1/refunds, /v1/payouts and
+// /v1/invoices/{id}/refunds: newest first, filtered by status (and
+// batch_id for payouts), paginated like invoices.
+func (s *Service) listOutbounds(w http.ResponseWriter, r *http.Request, f store.OutboundFilter) {
+	q, perr := httpapi.Query(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	f.Limit = defaultListLimit
+	for name, vals := range q {
+		v := vals[0]
+		if len(vals) > 1 {
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once"))
+			return
+		}
+		switch {
+		case name == "status":
+			if !contains(store.OutboundStatuses(), v) {
+				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "status must be one of the statuses"))
+				return
+			}
+			f.Statuses = []string{v}
+		case name == "batch_id" && f.Kind == store.OutboundPayout:
+			f.BatchID = v
+		case name == "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxListLimit {
+				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit)))
+				return
+			}
+			f.Limit = n
+		case name == "cursor":
+			id, ok := decodeCursor(v)
+			if !ok {
+				problem.Write(w, problem.OfField(problem.CodeInvalidCursor, name, "cursor is not one this API returned"))
+				return
+			}
+			f.BeforeID = id
+		default:
+			problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)))
+			return
+		}
+	}
+	limit := f.Limit
+	f.Limit++
+	os, err := s.st.ListOutbounds(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Data       []outboundView `json:"data"`
+		HasMore    bool           `json:"has_more"`
+		NextCursor *string        `json:"next_cursor"`
+	}{Data: make([]outboundView, 0, min(len(os), limit))}
+	if len(os) > limit {
+		os = os[:limit]
+		out.HasMore = true
+		c := encodeCursor(os[len(os)-1].ID)
+		out.NextCursor = &c
+	}
+	for _, o := range os {
+		out.Data = append(out.Data, s.outboundView(o))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,121 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+const ledgerColumns = `id, kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address,
+	from_address, to_address, amount, tx_hash, log_index, block_number, at, fiat_currency, fiat_minor, reverses,
+	recorded_at`
+
+// InsertLedgerEntries implements store.LedgerStore. A few entries per
+// transaction: one statement each, in one database transaction.
+func (s *Store) InsertLedgerEntries(ctx context.Context, es []store.LedgerEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	return s.withTx(ctx, func(t *Store) error {
+		for i := range es {
+			if _, err := t.namedExec(ctx, `INSERT INTO ledger_entries (kind, merchant_id, invoice_id, outbound_id,
+					payment_id, sweep_tx_id, token_address, from_address, to_address, amount, tx_hash, log_index,
+					block_number, at, fiat_currency, fiat_minor, reverses, recorded_at)
+				VALUES (:kind, COALESCE(:merchant_id, (SELECT merchant_id FROM invoices WHERE id = :invoice_id),
+						(SELECT merchant_id FROM outbounds WHERE id = :outbound_id)),
+					:invoice_id, :outbound_id, :payment_id, :sweep_tx_id, :token_address, :from_address, :to_address,
+					:amount, :tx_hash, :log_index, :block_number, :at, :fiat_currency, :fiat_minor, :reverses,
+					:recorded_at)`, es[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ReverseLedgerEntries implements store.LedgerStore.
+func (s *Store) ReverseLedgerEntries(ctx context.Context, sweepTxID int64, at time.Time) (int, error) {
+	res, err := s.exec(ctx, `INSERT INTO ledger_entries (kind, merchant_id, invoice_id, outbound_id, payment_id,
+			sweep_tx_id, token_address, from_address, to_address, amount, tx_hash, log_index, block_number, at,
+			fiat_currency, fiat_minor, reverses, recorded_at)
+		SELECT kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address, to_address,
+			from_address, amount, tx_hash, log_index, block_number, ?, fiat_currency, fiat_minor, id, ?
+		FROM ledger_entries e
+		WHERE e.sweep_tx_id = ? AND e.reverses IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM ledger_entries r WHERE r.reverses = e.id)`, at, at, sweepTxID)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// ListLedgerEntries implements store.LedgerStore.
+func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]store.LedgerEntry, error) {
+	// An entry of a fiat-priced invoice without a value of its own is
+	// valued at the invoice's locked quotes: the pricing is read with it
+	// (from the archive once the invoice is archived).
+	q := `SELECT ` + ledgerColumns + `, CASE WHEN fiat_minor IS NULL AND invoice_id IS NOT NULL THEN COALESCE(
+			(SELECT i.pricing FROM invoices i WHERE i.id = ledger_entries.invoice_id),
+			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing
+		FROM ledger_entries WHERE 1 = 1`
+	var args []any
+	if f.MerchantID != nil {
+		q += ` AND merchant_id = ?`
+		args = append(args, *f.MerchantID)
+	}
+	if !f.From.IsZero() {
+		q += ` AND at >= ?`
+		args = append(args, f.From)
+	}
+	if !f.To.IsZero() {
+		q += ` AND at < ?`
+		args = append(args, f.To)
+	}
+	if f.AfterID > 0 {
+		// A row comparison: the index on (merchant_id, at, id) seeks to
+		// the position, so every page costs the same however deep.
+		q += ` AND (at, id) > (?, ?)`
+		args = append(args, f.AfterAt, f.AfterID)
+	}
+	q += ` ORDER BY at, id LIMIT ?`
+	args = append(args, limit(f.Limit, 1000, 10000))
+	var es []store.LedgerEntry
+	err := s.sel(ctx, &es, q, args...)
+	return es, err
+}
+
+// ScanLedgerEntries implements store.LedgerStore.
+func (s *Store) ScanLedgerEntries(ctx context.Context, sc store.LedgerScan) ([]store.LedgerEntry, error) {
+	var es []store.LedgerEntry
+	err := s.sel(ctx, &es, `SELECT `+ledgerColumns+` FROM ledger_entries
+		WHERE id > ? AND block_number <= ? ORDER BY id LIMIT ?`, sc.AfterID, sc.MaxBlock, limit(sc.Limit, 1000, 10000))
+	return es, err
+}
+
+// ListInboundTransfers implements store.LedgerStore.
+func (s *Store) ListInboundTransfers(ctx context.Context, to []common.Address, from, through uint64) ([]store.InboundTransfer, error) {
+	if len(to) == 0 || through < from {
+		return nil, nil
+	}
+	addrs := make([][]byte, len(to))
+	for i, a := range to {
+		addrs[i] = a.Bytes()
+	}
+	var out []store.InboundTransfer
+	err := s.selIn(ctx, &out, `
+		SELECT t.hash AS tx_hash, NULL AS log_index, t.block_number, b.timestamp AS block_time,
+			NULL AS token_address, t.from_address, t.to_address, t.value_wei AS amount, t.tx_index
+		FROM transactions t JOIN blocks b ON b.number = t.block_number
+		WHERE t.to_address IN (?) AND t.block_number >= ? AND t.block_number <= ? AND t.value_wei <> '0'
+		UNION ALL
+		SELECT tt.tx_hash, tt.log_index, tt.block_number, b.timestamp, tt.token, tt.from_address, tt.to_address,
+			tt.value, tt.tx_index
+		FROM token_transfers tt JOIN blocks b ON b.number = tt.block_number
+		WHERE tt.to_address IN (?) AND tt.block_number >= ? AND tt.block_number <= ?
+		ORDER BY block_number, tx_index, log_index`, addrs, from, through, addrs, from, through)
+	return out, err
+}
