@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -291,6 +292,13 @@ func (r *evmdRig) startServe(dbURL string) {
 		"GAS_FUNDER_PRIVATE_KEY_FILE=" + writeSecret(t, secrets, "funder", hex.EncodeToString(crypto.FromECDSA(funder))),
 		"PAY_ADMIN_TOKEN_FILE=" + writeSecret(t, secrets, "admin-token", "operator-token-for-tests"),
 	}
+	// Fiat pricing in US dollars from three exchanges, replayed by local
+	// servers (their documented answers with the test's prices).
+	prices := map[string]string{"ETH/USD": "2500.00"}
+	for _, ex := range []string{"coinbase", "kraken", "bitstamp"} {
+		r.env = append(r.env, "PRICING_"+strings.ToUpper(ex)+"_URL="+newRateReplay(t, ex, prices).srv.URL)
+	}
+	r.env = append(r.env, "PRICING_SOURCES=coinbase,kraken,bitstamp", "PRICING_CURRENCIES=USD")
 	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	r.procs["api"] = startProcess(t, "api", r.env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", "")
 	r.procs["gateway"] = startProcess(t, "gateway", r.env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
@@ -430,6 +438,55 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		require.Negative(t, r.nativeBalance(dep).Cmp(oneFee), "only dust stays at the deposit address")
 		r.requireWebhookTypes(id(inv), "invoice.wrong_asset", "invoice.paid", "invoice.settled")
 		r.requireWrongAssetEvent(id(inv), "", wrong)
+		r.note(id(inv), inv, got)
+	})
+
+	t.Run("Fiat_PaidHalfNativeHalfToken_SettledWithBoth", func(t *testing.T) {
+		defer r.use(t)()
+		inv := r.create(map[string]any{"price": map[string]any{"amount": "10.00", "currency": "USD"}, "accept": []string{"ETH", "USDC"}})
+		quotes := inv["quotes"].([]any)
+		require.Equal(t, "4000000000000000", quotes[0].(map[string]any)["amount"], "10.00 USD at 2,500 USD per coin")
+		require.Equal(t, "10000000", quotes[1].(map[string]any)["amount"], "USDC at its peg")
+		dep := common.HexToAddress(inv["deposit_address"].(string))
+		nativeBefore, usdcBefore := r.nativeBalance(r.settle), r.tokenBalance(r.usdc, r.settle)
+		paid := time.Now()
+		const halfNative = "2000000000000000" // 5.00 USD
+		r.payWithEthers(fmt.Sprintf("ethereum:%s@%d?value=%s", dep.Hex(), r.node.chainID, halfNative))
+		r.payWithEthers(fmt.Sprintf("ethereum:%s@%d/transfer?address=%s&uint256=5000000", r.usdc.Address.Hex(), r.node.chainID, dep.Hex()))
+		got, _ := r.untilStatus(id(inv), "SETTLED", 240*time.Second)
+		figure(t, "fiat (native + USDC) paid→settled", time.Since(paid))
+		require.Equal(t, map[string]any{"amount": "10.00", "currency": "USD"}, got["paid_value"])
+		require.Equal(t, false, got["underpaid"])
+		ps := got["payments"].([]any)
+		require.Len(t, ps, 2)
+		for _, p := range ps {
+			require.Equal(t, map[string]any{"amount": "5.00", "currency": "USD"}, p.(map[string]any)["value"])
+		}
+		require.Equal(t, "5000000", sub(r.tokenBalance(r.usdc, r.settle), usdcBefore), "the USDC at the merchant, exactly")
+		native := new(big.Int).Sub(r.nativeBalance(r.settle), nativeBefore)
+		require.Positive(t, native.Sign(), "the native half reached the merchant")
+		require.LessOrEqual(t, native.Cmp(mustBig(halfNative)), 0, "never more than was paid")
+		r.requireWebhooks(id(inv), "invoice.paid", "invoice.confirmed", "invoice.settled")
+
+		// The ledger values both payments at the invoice's locked quotes.
+		req, err := http.NewRequest("GET", r.api.base+"/v1/ledger?format=jsonl", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+r.api.key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		var valued []string
+		for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+			var e map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &e))
+			if e["invoice_id"] == inv["id"] && e["kind"] == "payment" {
+				valued = append(valued, fmt.Sprint(e["fiat_currency"], " ", e["fiat_value"]))
+			}
+		}
+		require.Equal(t, []string{"USD 5.00", "USD 5.00"}, valued)
 		r.note(id(inv), inv, got)
 	})
 
