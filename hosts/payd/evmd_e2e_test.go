@@ -116,6 +116,7 @@ type evmdRig struct {
 	recv     *receiver
 	settle   common.Address
 	manifest evmdManifest
+	rates    map[string]*rateReplay // coinbase, kraken, bitstamp
 }
 
 // use makes the rig report to t (a subtest) until the returned func runs.
@@ -294,11 +295,13 @@ func (r *evmdRig) startServe(dbURL string) {
 	}
 	// Fiat pricing in US dollars from three exchanges, replayed by local
 	// servers (their documented answers with the test's prices).
-	prices := map[string]string{"ETH/USD": "2500.00"}
+	r.rates = map[string]*rateReplay{}
 	for _, ex := range []string{"coinbase", "kraken", "bitstamp"} {
-		r.env = append(r.env, "PRICING_"+strings.ToUpper(ex)+"_URL="+newRateReplay(t, ex, prices).srv.URL)
+		r.rates[ex] = newRateReplay(t, ex, map[string]string{"ETH/USD": "2500.00", "USDC/USD": "1.0002", "USDT/USD": "0.9998"})
+		r.env = append(r.env, "PRICING_"+strings.ToUpper(ex)+"_URL="+r.rates[ex].srv.URL)
 	}
-	r.env = append(r.env, "PRICING_SOURCES=coinbase,kraken,bitstamp", "PRICING_CURRENCIES=USD")
+	r.env = append(r.env, "PRICING_SOURCES=coinbase,kraken,bitstamp", "PRICING_CURRENCIES=USD",
+		"PRICING_MAX_AGE=6s", "PRICING_REFRESH=1s")
 	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	r.procs["api"] = startProcess(t, "api", r.env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", "")
 	r.procs["gateway"] = startProcess(t, "gateway", r.env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
@@ -490,6 +493,11 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		r.note(id(inv), inv, got)
 	})
 
+	t.Run("Fiat_Tolerance_Outages_Depeg", func(t *testing.T) {
+		defer r.use(t)()
+		r.fiatEdges()
+	})
+
 	t.Run("SendErrors_Recorded", func(t *testing.T) {
 		defer r.use(t)()
 		r.recordSendErrors()
@@ -521,6 +529,99 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		require.Contains(t, string(out), "refusing to start")
 		require.Contains(t, string(out), "another chain")
 	})
+}
+
+// fiatEdges runs the fiat cases of issue #25 on the evmd chain: a payment
+// within the merchant's underpayment tolerance settles (flagged), a stale
+// source is dropped and a source that is down leaves the other two
+// pricing, a depegged stablecoin is quoted at its market rate, and with
+// every source down the API answers 503 rate_unavailable, creates nothing
+// and takes the same Idempotency-Key once the rates are back.
+func (r *evmdRig) fiatEdges() {
+	t := r.t
+	op := apiClient{t: t, base: r.api.base, key: "operator-token-for-tests"}
+	coinbase, kraken, bitstamp := r.rates["coinbase"], r.rates["kraken"], r.rates["bitstamp"]
+	usd := func(v string) map[string]any { return map[string]any{"amount": v, "currency": "USD"} }
+
+	// Tolerance: 1 %; 9.95 USD of USDC settles the 10.00 USD invoice.
+	code, m := r.api.do("PATCH", "/v1/merchant", map[string]any{"underpayment_tolerance": map[string]any{"percent": "1"}}, nil)
+	require.Equal(t, http.StatusOK, code, "%v", m)
+	inv := r.create(map[string]any{"price": usd("10.00"), "accept": []string{"USDC"}})
+	id := int64(inv["id"].(float64))
+	before := r.tokenBalance(r.usdc, r.settle)
+	r.payWithEthers(fmt.Sprintf("ethereum:%s@%d/transfer?address=%s&uint256=9950000", r.usdc.Address.Hex(), r.node.chainID, inv["deposit_address"]))
+	got, _ := r.untilStatus(id, "SETTLED", 240*time.Second)
+	require.Equal(t, usd("9.95"), got["paid_value"])
+	require.Equal(t, true, got["underpaid"], "paid within the tolerance, and flagged")
+	require.Equal(t, "9950000", sub(r.tokenBalance(r.usdc, r.settle), before))
+	code, m = r.api.do("PATCH", "/v1/merchant", map[string]any{"underpayment_tolerance": map[string]any{"percent": "0"}}, nil)
+	require.Equal(t, http.StatusOK, code, "%v", m)
+
+	// A stale source is dropped; the operator sees why.
+	coinbase.setAge(10 * time.Minute)
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		_, st := op.do("GET", "/v1/admin/status", nil, nil)
+		return observation(st, "ETH/USD", "coinbase")["dropped"] == "stale"
+	}, func() string { return "coinbase was never dropped as stale" })
+	// A source down (the stale one fresh again): the other two price.
+	coinbase.setAge(0)
+	kraken.setDown(true)
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		_, st := op.do("GET", "/v1/admin/status", nil, nil)
+		return observation(st, "ETH/USD", "coinbase")["used"] == true && observation(st, "ETH/USD", "kraken")["dropped"] == "stale"
+	}, func() string { return "kraken's last rate never aged out while it was down" })
+	inv = r.create(map[string]any{"price": usd("10.00"), "accept": []string{"ETH"}})
+	q := inv["quotes"].([]any)[0].(map[string]any)
+	require.Equal(t, "4000000000000000", q["amount"])
+	var names []string
+	for _, s := range q["sources"].([]any) {
+		names = append(names, s.(map[string]any)["name"].(string))
+	}
+	require.ElementsMatch(t, []string{"coinbase", "bitstamp"}, names, "the source that is down is not among them")
+	kraken.setDown(false)
+
+	// USDT off its peg at 0.95: quoted at the market rate (PRICING_DEPEG
+	// market, the default), 10.00 USD / 0.95 rounded up to the base unit.
+	for _, x := range r.rates {
+		x.setPrice("USDT/USD", "0.95")
+	}
+	var quote map[string]any
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		quote = r.create(map[string]any{"price": usd("10.00"), "accept": []string{"USDT"}})["quotes"].([]any)[0].(map[string]any)
+		return quote["pegged"] == false
+	}, func() string { return fmt.Sprintf("USDT still quoted at its peg: %v", quote) })
+	require.Equal(t, "10526316", quote["amount"])
+	require.Equal(t, "0.95", quote["rate"])
+	for _, x := range r.rates {
+		x.setPrice("USDT/USD", "0.9998")
+	}
+
+	// Every source down: 503 once the last good rate is too old; nothing
+	// created; the same key works when the rates are back.
+	for _, x := range []*rateReplay{coinbase, kraken, bitstamp} {
+		x.setDown(true)
+	}
+	var res edgeResult
+	probe := 0
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		probe++
+		res = postInvoice(t, r.api, `{"price":{"amount":"5.00","currency":"USD"}}`, fmt.Sprintf("evmd-probe-%d", probe))
+		return res.status == http.StatusServiceUnavailable
+	}, func() string { return fmt.Sprintf("still %d: %s", res.status, res.body) })
+	_, listed := r.api.do("GET", "/v1/invoices", nil, nil)
+	res = postInvoice(t, r.api, `{"price":{"amount":"5.00","currency":"USD"}}`, "evmd-fiat-503")
+	require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+	require.Contains(t, string(res.body), `"code":"rate_unavailable"`)
+	require.Regexp(t, `^[1-9][0-9]*$`, res.header.Get("Retry-After"))
+	_, after := r.api.do("GET", "/v1/invoices", nil, nil)
+	require.Equal(t, len(listed["data"].([]any)), len(after["data"].([]any)), "nothing created")
+	for _, x := range []*rateReplay{coinbase, kraken, bitstamp} {
+		x.setDown(false)
+	}
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		res = postInvoice(t, r.api, `{"price":{"amount":"5.00","currency":"USD"}}`, "evmd-fiat-503")
+		return res.status == http.StatusCreated
+	}, func() string { return fmt.Sprintf("still %d: %s", res.status, res.body) })
 }
 
 // requireWebhooks waits for exactly these event types of an invoice, in order.

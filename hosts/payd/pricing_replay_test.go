@@ -46,6 +46,12 @@ func (r *rateReplay) setDown(down bool) {
 	r.down = down
 }
 
+func (r *rateReplay) setPrice(pair, price string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prices[pair] = price
+}
+
 func (r *rateReplay) setAge(age time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
