@@ -280,22 +280,32 @@ func idempotencyKey(r *http.Request) (string, *problem.Problem) {
 	return key, nil
 }
 
+// idempotentBody reads what every creating request starts with: its
+// Idempotency-Key, a JSON content type and the body within the size limit.
+// It answers the problem itself and returns ok false when one is wrong.
+func (s *Service) idempotentBody(w http.ResponseWriter, r *http.Request) (key string, body []byte, ok bool) {
+	key, perr := idempotencyKey(r)
+	if perr != nil {
+		problem.Write(w, perr)
+		return "", nil, false
+	}
+	if !httpapi.CheckJSON(w, r) {
+		return "", nil, false
+	}
+	if body, perr = readBody(w, r, s.cfg.MaxBodyBytes); perr != nil {
+		problem.Write(w, perr)
+		return "", nil, false
+	}
+	return key, body, true
+}
+
 func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.merchant(w, r)
 	if !ok {
 		return
 	}
-	key, perr := idempotencyKey(r)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	if !httpapi.CheckJSON(w, r) {
-		return
-	}
-	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
-	if perr != nil {
-		problem.Write(w, perr)
+	key, body, ok := s.idempotentBody(w, r)
+	if !ok {
 		return
 	}
 	req, perr := s.parseInvoiceRequest(body)

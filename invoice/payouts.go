@@ -245,6 +245,11 @@ func outboundQR(kind string) func(*Service, http.ResponseWriter, *http.Request) 
 	}
 }
 
+// ofKind binds an action on refunds or payouts to one kind.
+func ofKind(action func(*Service, http.ResponseWriter, *http.Request, string), kind string) func(*Service, http.ResponseWriter, *http.Request) {
+	return func(s *Service, w http.ResponseWriter, r *http.Request) { action(s, w, r, kind) }
+}
+
 // outboundRoutes are the endpoints of refunds, payouts, API keys, payout
 // settings, the ledger and the claim page's reads, with their scopes.
 var outboundRoutes = []route{
@@ -253,28 +258,16 @@ var outboundRoutes = []route{
 	{"GET", "/v1/refunds", store.ScopeRead, (*Service).handleListRefunds},
 	{"GET", "/v1/refunds/{id}", store.ScopeRead, getOutbound(store.OutboundRefund)},
 	{"GET", "/v1/refunds/{id}/qr.svg", store.ScopeRead, outboundQR(store.OutboundRefund)},
-	{"POST", "/v1/refunds/{id}/approve", store.ScopeApprove, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.approve(w, r, store.OutboundRefund)
-	}},
-	{"POST", "/v1/refunds/{id}/reject", store.ScopeApprove, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.reject(w, r, store.OutboundRefund)
-	}},
-	{"POST", "/v1/refunds/{id}/cancel", store.ScopeRefunds, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.cancel(w, r, store.OutboundRefund)
-	}},
+	{"POST", "/v1/refunds/{id}/approve", store.ScopeApprove, ofKind((*Service).approve, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/reject", store.ScopeApprove, ofKind((*Service).reject, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/cancel", store.ScopeRefunds, ofKind((*Service).cancel, store.OutboundRefund)},
 	{"POST", "/v1/payouts", store.ScopePayouts, (*Service).handleCreatePayout},
 	{"GET", "/v1/payouts", store.ScopeRead, (*Service).handleListPayouts},
 	{"GET", "/v1/payouts/{id}", store.ScopeRead, getOutbound(store.OutboundPayout)},
 	{"GET", "/v1/payouts/{id}/qr.svg", store.ScopeRead, outboundQR(store.OutboundPayout)},
-	{"POST", "/v1/payouts/{id}/approve", store.ScopeApprove, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.approve(w, r, store.OutboundPayout)
-	}},
-	{"POST", "/v1/payouts/{id}/reject", store.ScopeApprove, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.reject(w, r, store.OutboundPayout)
-	}},
-	{"POST", "/v1/payouts/{id}/cancel", store.ScopePayouts, func(s *Service, w http.ResponseWriter, r *http.Request) {
-		s.cancel(w, r, store.OutboundPayout)
-	}},
+	{"POST", "/v1/payouts/{id}/approve", store.ScopeApprove, ofKind((*Service).approve, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/reject", store.ScopeApprove, ofKind((*Service).reject, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/cancel", store.ScopePayouts, ofKind((*Service).cancel, store.OutboundPayout)},
 	{"GET", "/v1/merchant/api-keys", store.ScopeRead, (*Service).handleListAPIKeys},
 	{"POST", "/v1/merchant/api-keys", scopeOwner, (*Service).handleCreateAPIKey},
 	{"DELETE", "/v1/merchant/api-keys/{id}", scopeOwner, (*Service).handleRevokeAPIKey},

@@ -418,17 +418,8 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 
 func (s *Service) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
 	m := principal(r)
-	key, perr := idempotencyKey(r)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	if !httpapi.CheckJSON(w, r) {
-		return
-	}
-	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
-	if perr != nil {
-		problem.Write(w, perr)
+	key, body, ok := s.idempotentBody(w, r)
+	if !ok {
 		return
 	}
 	inv, ok := s.invoiceOf(w, r)
