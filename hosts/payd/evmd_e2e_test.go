@@ -469,7 +469,7 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		native := new(big.Int).Sub(r.nativeBalance(r.settle), nativeBefore)
 		require.Positive(t, native.Sign(), "the native half reached the merchant")
 		require.LessOrEqual(t, native.Cmp(mustBig(halfNative)), 0, "never more than was paid")
-		r.requireWebhooks(id(inv), "invoice.paid", "invoice.confirmed", "invoice.settled")
+		r.requireWebhooks(id(inv), "invoice.underpaid", "invoice.paid", "invoice.confirmed", "invoice.settled")
 
 		// The ledger values both payments at the invoice's locked quotes.
 		req, err := http.NewRequest("GET", r.api.base+"/v1/ledger?format=jsonl", nil)
