@@ -34,6 +34,12 @@ const (
 
 // Config configures a Sweeper. The zero value is usable: every field has a
 // default.
+// Valuer tells what an amount of an asset is worth now in a currency,
+// rounded down to its minor unit (invoice/pricing's Pricer.CurrentValue).
+type Valuer interface {
+	CurrentValue(ctx context.Context, asset store.Asset, amount store.Amount, currency string) (store.Fiat, error)
+}
+
 type Config struct {
 	// Policy decides who pays the gas of a sweep. Defaults to PolicySponsor.
 	Policy Policy
@@ -116,6 +122,13 @@ type Config struct {
 	// Registerer receives the sweep metrics. Defaults to nil: metrics are
 	// kept but not registered.
 	Registerer prometheus.Registerer
+	// Valuer values the gas of a fiat-priced invoice's transactions in the
+	// invoice's currency at the rate of the moment the fee is recorded
+	// (just after its block), stored with the ledger entry. Defaults to
+	// nil: such a fee is valued, when the ledger is read, at the invoice's
+	// locked quote of the native coin where it quoted one, and has no fiat
+	// value otherwise. *pricing.Pricer satisfies it.
+	Valuer Valuer
 	// Logger receives progress and errors (never a key). Defaults to a
 	// logger that discards.
 	Logger *slog.Logger

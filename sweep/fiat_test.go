@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -175,4 +176,44 @@ func TestFiatSweep_NativeCoinAfterATokenLedSweepWasQueued_FollowsPayingItsGas(t 
 	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(native.ValueWei.Big()))
 	require.Equal(t, 1, e.balance(e.merchant.SettlementAddress).Cmp(new(big.Int).Div(later, big.NewInt(2))), "most of it")
 	require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
+}
+
+// With a Valuer, the gas of a fiat invoice's sweep is stored in the ledger
+// in the invoice's currency at the rate of the moment (here the dev
+// table's 2,000 EUR per ETH), rounded down to the cent; the token moved
+// carries none of its own (the ledger values it at the locked quote when
+// read).
+func TestFiatSweep_GasValuedInTheInvoicesCurrency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := e.deployToken(testtoken.Tether, 6) // the fund path: the sweep wallet's and the deposit's gas
+	inv := e.confirmedFiatInvoice(tok, fiatPaid{token: big.NewInt(62_375_000)})
+	rates, err := pricing.New([]pricing.Source{pricing.NewFixed("dev", pricing.DevRates, e.clock.Now)},
+		pricing.Config{Assets: []string{"ETH"}, Currencies: []string{"EUR"}, MinSources: 1, Now: e.clock.Now})
+	require.NoError(t, err)
+	require.NoError(t, rates.Refresh(ctx))
+	s := e.sweeper(Config{Confirmations: 2, Valuer: rates})
+	e.drive(12, e.all([]int64{inv.ID}, store.SweepSwept), s)
+
+	es, err := e.st.ListLedgerEntries(ctx, store.LedgerFilter{MerchantID: &e.merchant.ID})
+	require.NoError(t, err)
+	fees, valued := 0, new(big.Int)
+	for _, en := range es {
+		if en.InvoiceID == nil || *en.InvoiceID != inv.ID {
+			continue
+		}
+		if en.Kind != store.LedgerGasFee {
+			require.Nil(t, en.FiatMinor, "%s: only fees are valued when recorded", en.Kind)
+			continue
+		}
+		fees++
+		want := new(big.Int).Mul(en.Amount.Big(), big.NewInt(2000*100))
+		want.Quo(want, big.NewInt(1e18))
+		require.Equal(t, "EUR", en.FiatCurrency)
+		require.NotNil(t, en.FiatMinor)
+		valued.Add(valued, en.FiatMinor.Big())
+		require.Equal(t, want.String(), en.FiatMinor.String(), "fee %s wei at 2,000 EUR per ETH, in cents", en.Amount)
+	}
+	require.Positive(t, fees, "the sweep's transactions paid gas")
+	require.Positive(t, valued.Sign(), "fees worth cents at these gas prices")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // The ledger's entries of the service's own transactions are written here,
@@ -48,6 +49,7 @@ func (s *Sweeper) ledgerOfMined(ctx context.Context, p *pass, t store.SweepTx, r
 		e := base
 		from := t.From
 		e.Kind, e.From, e.Amount = store.LedgerGasFee, &from, *t.FeeWei
+		e.FiatCurrency, e.FiatMinor = s.gasValue(ctx, t)
 		out = append(out, e)
 	}
 	if r.Status != types.ReceiptStatusSuccessful {
@@ -75,6 +77,27 @@ func (s *Sweeper) ledgerOfMined(ctx context.Context, p *pass, t store.SweepTx, r
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// gasValue is the fee of a fiat-priced invoice's transaction in the
+// invoice's currency at the Valuer's current rate ("" and nil without a
+// Valuer, for other transactions, or when no rate can be had: the ledger
+// then falls back to the invoice's locked quote of the native coin).
+func (s *Sweeper) gasValue(ctx context.Context, t store.SweepTx) (string, *store.Amount) {
+	if s.cfg.Valuer == nil || t.InvoiceID == nil || t.FeeWei == nil {
+		return "", nil
+	}
+	inv, err := s.st.GetInvoice(ctx, *t.InvoiceID)
+	if err != nil || inv.Pricing == nil {
+		return "", nil
+	}
+	cur := inv.Pricing.Price.Currency.Code
+	v, err := s.cfg.Valuer.CurrentValue(ctx, store.NativeAsset(api.DefaultNativeSymbol), *t.FeeWei, cur)
+	if err != nil {
+		s.log.DebugContext(ctx, "sweep: no current rate for a fee", slog.String("currency", cur), slog.Any("error", err))
+		return "", nil
+	}
+	return v.Currency.Code, &v.Minor
 }
 
 // ledgerKind names the movement a transaction of the sweeper makes.

@@ -172,8 +172,9 @@ type app struct {
 	// start, in the background and before sweep sends a signed
 	// transaction.
 	identity *indexer.Identity
-	// pricer quotes fiat prices (api role) and values late payments at
-	// today's rates (settlement role); nil without fiat pricing.
+	// pricer quotes fiat prices (api role), values late payments (settlement
+	// role) and fiat invoices' gas (sweep role) at today's rates; nil
+	// without fiat pricing.
 	pricer *pricing.Pricer
 
 	adminToken string
@@ -226,7 +227,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	if cfg.roles[roleAPI] || cfg.roles[roleSettlement] {
+	// Rates: the API quotes, settlement values late payments, sweep values
+	// the gas of fiat invoices.
+	if cfg.roles[roleAPI] || cfg.roles[roleSettlement] || cfg.roles[roleSweep] {
 		if a.pricer, err = a.buildPricer(a.eth); err != nil {
 			return nil, err
 		}
@@ -503,7 +506,12 @@ func (a *app) buildSweep(ctx context.Context) error {
 		// /readyz says when an HSM or KMS key cannot be reached.
 		a.workers = append(a.workers, worker{"key-health", func(ctx context.Context) error { return kr.runHealth(ctx, a.cfg.keyCheckEvery) }})
 	}
+	var valuer sweep.Valuer
+	if a.pricer != nil {
+		valuer = a.pricer // the gas of fiat invoices' sweeps, in fiat at the rate of the moment
+	}
 	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
+		Valuer:        valuer,
 		Policy:        a.cfg.sweepPolicy,
 		TokenPaths:    tokenPaths(a.cfg.tokens),
 		Tokens:        a.tokenAddresses(),
