@@ -482,14 +482,24 @@ func TestEvmd_ServeEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 		var valued []string
+		fees := 0
 		for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 			var e map[string]any
 			require.NoError(t, json.Unmarshal([]byte(line), &e))
-			if e["invoice_id"] == inv["id"] && e["kind"] == "payment" {
+			if e["invoice_id"] != inv["id"] {
+				continue
+			}
+			switch e["kind"] {
+			case "payment":
 				valued = append(valued, fmt.Sprint(e["fiat_currency"], " ", e["fiat_value"]))
+			case "gas_fee":
+				fees++
+				require.Equal(t, "USD", e["fiat_currency"], "the sweep's gas valued in the invoice's currency: %v", e)
+				require.NotEmpty(t, e["fiat_value"])
 			}
 		}
 		require.Equal(t, []string{"USD 5.00", "USD 5.00"}, valued)
+		require.Positive(t, fees, "the sweeps paid gas")
 		r.note(id(inv), inv, got)
 	})
 
