@@ -567,19 +567,9 @@ func (r *evmdRig) fiatEdges() {
 	code, m = r.api.do("PATCH", "/v1/merchant", map[string]any{"underpayment_tolerance": map[string]any{"percent": "0"}}, nil)
 	require.Equal(t, http.StatusOK, code, "%v", m)
 
-	// A stale source is dropped; the operator sees why.
-	coinbase.setAge(10 * time.Minute)
-	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
-		_, st := op.do("GET", "/v1/admin/status", nil, nil)
-		return observation(st, "ETH/USD", "coinbase")["dropped"] == "stale"
-	}, func() string { return "coinbase was never dropped as stale" })
-	// A source down (the stale one fresh again): the other two price.
-	coinbase.setAge(0)
-	kraken.setDown(true)
-	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
-		_, st := op.do("GET", "/v1/admin/status", nil, nil)
-		return observation(st, "ETH/USD", "coinbase")["used"] == true && observation(st, "ETH/USD", "kraken")["dropped"] == "stale"
-	}, func() string { return "kraken's last rate never aged out while it was down" })
+	// A stale source is dropped; then a source down (the stale one fresh
+	// again): the other two price.
+	staleThenDown(t, op, coinbase, kraken, nil)
 	inv = r.create(map[string]any{"price": usd("10.00"), "accept": []string{"ETH"}})
 	q := inv["quotes"].([]any)[0].(map[string]any)
 	require.Equal(t, "4000000000000000", q["amount"])

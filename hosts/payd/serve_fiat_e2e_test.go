@@ -84,25 +84,15 @@ func TestServe_FiatPricing_OnPostgreSQL(t *testing.T) {
 	op := apiClient{t: t, base: "http://" + apiAddr, key: "operator-token-for-tests"}
 
 	// A stale source is dropped (its trades are 10 minutes old), and the
-	// other two still price; the operator sees why.
-	coinbase.setAge(10 * time.Minute)
-	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+	// other two still price; the operator sees why. Then a source down (and
+	// the stale one fresh again): the other two price.
+	staleThenDown(t, op, coinbase, kraken, func() {
 		_, st := op.do("GET", "/v1/admin/status", nil, nil)
-		return observation(st, "ETH/USD", "coinbase")["dropped"] == "stale"
-	}, func() string { return "coinbase was never dropped as stale" })
-	_, st := op.do("GET", "/v1/admin/status", nil, nil)
-	require.Equal(t, true, observation(st, "ETH/USD", "kraken")["used"])
-	require.Equal(t, true, observation(st, "ETH/USD", "bitstamp")["used"])
-	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_dropped_total{pair="ETH/USD",reason="stale",source="coinbase"}`)
-	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_up{source="kraken"} 1`)
-
-	// A source down (and the stale one fresh again): the other two price.
-	coinbase.setAge(0)
-	kraken.setDown(true)
-	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
-		_, st := op.do("GET", "/v1/admin/status", nil, nil)
-		return observation(st, "ETH/USD", "coinbase")["used"] == true && observation(st, "ETH/USD", "kraken")["dropped"] == "stale"
-	}, func() string { return "kraken's last rate never aged out while it was down" })
+		require.Equal(t, true, observation(st, "ETH/USD", "kraken")["used"])
+		require.Equal(t, true, observation(st, "ETH/USD", "bitstamp")["used"])
+		require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_dropped_total{pair="ETH/USD",reason="stale",source="coinbase"}`)
+		require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_up{source="kraken"} 1`)
+	})
 	require.Contains(t, httpGet(t, "http://"+metricsAddr+"/metrics", ""), `evmpay_pricing_source_up{source="kraken"} 0`)
 
 	// A native payment of a fiat invoice: 10.00 USD at 2,500 USD per ETH.
@@ -162,7 +152,7 @@ func TestServe_FiatPricing_OnPostgreSQL(t *testing.T) {
 	require.Regexp(t, `^[1-9][0-9]*$`, res.header.Get("Retry-After"))
 	_, after := api.do("GET", "/v1/invoices", nil, nil)
 	require.Equal(t, len(before["data"].([]any)), len(after["data"].([]any)), "nothing created")
-	_, st = op.do("GET", "/v1/admin/status", nil, nil)
+	_, st := op.do("GET", "/v1/admin/status", nil, nil)
 	for _, s := range st["pricing"].(map[string]any)["sources"].([]any) {
 		require.Equal(t, false, s.(map[string]any)["healthy"], "%v", s)
 	}
@@ -174,6 +164,28 @@ func TestServe_FiatPricing_OnPostgreSQL(t *testing.T) {
 		return res.status == http.StatusCreated
 	}, func() string { return fmt.Sprintf("still %d: %s", res.status, res.body) })
 	require.Contains(t, string(res.body), `"price":{"amount":"5.00","currency":"USD"}`, "the same key, once the rates are back")
+}
+
+// staleThenDown makes stale's trades 10 minutes old and waits until the
+// operator's status shows it dropped as stale (then runs between, when not
+// nil); then makes it fresh again, takes down down, and waits until stale
+// is used again and down's last rate has aged out.
+func staleThenDown(t *testing.T, op apiClient, stale, down *rateReplay, between func()) {
+	t.Helper()
+	stale.setAge(10 * time.Minute)
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		_, st := op.do("GET", "/v1/admin/status", nil, nil)
+		return observation(st, "ETH/USD", stale.exchange)["dropped"] == "stale"
+	}, func() string { return stale.exchange + " was never dropped as stale" })
+	if between != nil {
+		between()
+	}
+	stale.setAge(0)
+	down.setDown(true)
+	waitUntil(t, 30*time.Second, 250*time.Millisecond, func() bool {
+		_, st := op.do("GET", "/v1/admin/status", nil, nil)
+		return observation(st, "ETH/USD", stale.exchange)["used"] == true && observation(st, "ETH/USD", down.exchange)["dropped"] == "stale"
+	}, func() string { return down.exchange + "'s last rate never aged out while it was down" })
 }
 
 // postInvoice posts body as a new invoice with an Idempotency-Key.
