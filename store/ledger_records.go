@@ -76,7 +76,7 @@ type LedgerEntry struct {
 	// beside an entry of a fiat-priced invoice that has no fiat value of
 	// its own, so that the entry is valued at the invoice's locked quote
 	// of its asset (Value). Nil otherwise.
-	InvoicePricing *Pricing `db:"invoice_pricing"`
+	InvoicePricing *Pricing `db:"-"`
 }
 
 // Value is the entry's value in fiat where known: its own (a refund asked

@@ -241,3 +241,44 @@ func TestQuote_JSONRoundTrip(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, q, back)
 }
+
+// BenchmarkLedgerEntryValue_FiatInvoice is what valuing one ledger entry of
+// a fiat invoice costs when the ledger is read: its invoice's pricing
+// decoded from the column (two quotes, three sources each, as payd stores
+// them) and the entry's amount valued at its quote.
+func BenchmarkLedgerEntryValue_FiatInvoice(b *testing.B) {
+	price := store.MustParseFiat("49.90", "EUR")
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	var qs []store.Quote
+	for _, a := range []struct {
+		asset store.Asset
+		rate  string
+	}{{usdc(), "0.8"}, {store.NativeAsset("ETH"), "2000"}} {
+		r := store.MustParseDecimal(a.rate)
+		amount, err := store.QuoteAmount(price, r, a.asset.Decimals)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q := store.Quote{Asset: a.asset, Amount: amount, Price: price, Rate: r, ExpiresAt: at}
+		for _, n := range []string{"coinbase", "kraken", "bitstamp"} {
+			q.Sources = append(q.Sources, store.QuoteSource{Name: n, Pair: a.asset.Symbol + "/USD", Rate: r, At: at})
+		}
+		qs = append(qs, q)
+	}
+	col, err := store.Pricing{Price: price, Tolerance: store.Tolerance{Amount: store.Fiat{Currency: price.Currency}}, Quotes: qs}.Value()
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := []byte(col.(string))
+	b.ReportAllocs()
+	for b.Loop() {
+		e := store.LedgerEntry{Amount: store.NewAmount(12_475_000_000_000_000), InvoicePricing: new(store.Pricing)}
+		if err := e.InvoicePricing.Scan(raw); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, ok := e.Value(); !ok {
+			b.Fatal("not valued")
+		}
+	}
+	b.ReportMetric(float64(len(raw)), "column-bytes")
+}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -60,7 +61,7 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 	// (from the archive once the invoice is archived).
 	q := `SELECT ` + ledgerColumns + `, CASE WHEN fiat_minor IS NULL AND invoice_id IS NOT NULL THEN COALESCE(
 			(SELECT i.pricing FROM invoices i WHERE i.id = ledger_entries.invoice_id),
-			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing
+			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing_json
 		FROM ledger_entries WHERE 1 = 1`
 	var args []any
 	if f.MerchantID != nil {
@@ -83,9 +84,37 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 	}
 	q += ` ORDER BY at, id LIMIT ?`
 	args = append(args, limit(f.Limit, 1000, 10000))
-	var es []store.LedgerEntry
-	err := s.sel(ctx, &es, q, args...)
-	return es, err
+	var rows []ledgerRow
+	if err := s.sel(ctx, &rows, q, args...); err != nil {
+		return nil, err
+	}
+	// An invoice's entries (payments, sweeps, fees) mostly fall in one
+	// page: its pricing is decoded once per page and shared, read-only.
+	es := make([]store.LedgerEntry, len(rows))
+	decoded := map[int64]*store.Pricing{}
+	for i, r := range rows {
+		es[i] = r.LedgerEntry
+		if r.Pricing == nil || r.InvoiceID == nil {
+			continue
+		}
+		p, ok := decoded[*r.InvoiceID]
+		if !ok {
+			p = new(store.Pricing)
+			if err := p.Scan(*r.Pricing); err != nil {
+				return nil, fmt.Errorf("ledger entry %d: invoice %d pricing: %w", r.ID, *r.InvoiceID, err)
+			}
+			decoded[*r.InvoiceID] = p
+		}
+		es[i].InvoicePricing = p
+	}
+	return es, nil
+}
+
+// ledgerRow is a ledger entry as ListLedgerEntries reads it: the invoice's
+// pricing beside it still encoded.
+type ledgerRow struct {
+	store.LedgerEntry
+	Pricing *[]byte `db:"invoice_pricing_json"`
 }
 
 // ScanLedgerEntries implements store.LedgerStore.
