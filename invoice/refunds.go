@@ -255,7 +255,8 @@ func (s *Service) assetOfKey(k string) (store.Asset, bool) {
 // value of its open refunds, converted into the refunded asset at its
 // quote (rounded up to the base unit); unnamed, that asset is the one of
 // the latest counted payment. Its late-payment refund is in the asset of
-// its late payments.
+// its late payments, its full refund in the one asset it received (either
+// names the asset when there were several).
 func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest) *problem.Problem {
 	rc, err := s.confirmedReceipts(ctx, tx, inv)
 	if err != nil {
@@ -366,6 +367,10 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 		}
 		if !inv.Accepts(req.asset.Token()) {
 			return problem.OfField(problem.CodeInvalidField, "asset", "a late payment is in an asset the invoice accepts")
+		}
+	case store.RefundFull:
+		if !req.assetNamed && inv.Pricing != nil {
+			return pick(keys(rc.byToken, func(*common.Address) bool { return true }), "payments")
 		}
 	case store.RefundOverpayment:
 		if !req.assetNamed && inv.Pricing != nil && rc.lastCounted != nil {

@@ -474,6 +474,8 @@ func TestRefund_FiatInvoiceShortcuts(t *testing.T) {
 	requireProblem(t, f.refund(m.APIKey, over, "o2", `{"reason":"overpayment","asset":"ETH"`+dest),
 		http.StatusUnprocessableEntity, "nothing_to_refund", "")
 
+	// A full refund names its asset when two arrived; with one, it is found.
+	requireProblem(t, f.refund(m.APIKey, over, "f0", `{"reason":"full"`+dest), http.StatusUnprocessableEntity, "nothing_to_refund", "asset")
 	res = f.refund(m.APIKey, late, "l1", `{"reason":"late_payment"`+dest)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.Equal(t, "5000000", res.json(t)["amount"])
@@ -484,6 +486,16 @@ func TestRefund_FiatInvoiceShortcuts(t *testing.T) {
 	res = f.refund(m.APIKey, wrong, "w1", `{"reason":"wrong_asset"`+dest)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.Equal(t, "12500000", res.json(t)["amount"])
+
+	// The fourth invoice's deposit address is payer's (the test mnemonic's
+	// fourth account): its refund goes elsewhere.
+	paidInETH := create("e", `["usdc","eth"]`)
+	f.paid(paidInETH, "24950000000000000", 10, nil, false, false)
+	f.chainAt(31)
+	res = f.refund(m.APIKey, paidInETH, "f1", `{"reason":"full","destination":"0x2546BcD3c84621e976D8185a91A922aE77ECEc30"}`)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	require.Equal(t, "ETH", res.json(t)["asset"].(map[string]any)["symbol"], "not the first quote's USDC: what arrived")
+	require.Equal(t, "24950000000000000", res.json(t)["amount"])
 }
 
 // A fiat invoice's ledger entries carry their value at the invoice's locked
