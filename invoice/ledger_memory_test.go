@@ -160,9 +160,6 @@ func (r *ledgerRig) export(tb testing.TB, query string) exported {
 // heap — a page of entries and the writer's buffers — far below the size
 // of what it sent.
 func TestLedger_ExportStreamsInConstantMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seeds 100,000 ledger entries")
-	}
 	const n = 100_000
 	r := newLedgerRig(t, n)
 	tenth := fmt.Sprintf("from=%s&to=%s", t0.Format(time.RFC3339), t0.Add(n/10*time.Second).Format(time.RFC3339))
