@@ -244,23 +244,7 @@ func TestFiat_PaymentBeyondTheLateWindow_FlaggedWithLockedAndCurrentValue(t *tes
 func TestFiat_PaymentReorgedOut_ValueAndSweepLeadReverted(t *testing.T) {
 	e := newTokenEnv(t)
 	inv := e.fiatInvoice("8", store.Tolerance{})
-	s := e.settler()
-	e.c.commit(2)
-	parent := e.c.head()
-	n := e.c.nonce()
-	e.transferAt(n, e.usdc, inv.DepositAddress, "10000000")
-	e.c.commit(1)
-	e.mustSettle(s)
-	require.Equal(t, store.StatusPaid, e.get(inv.ID).Status)
-
-	require.NoError(t, e.c.b.Fork(parent.Hash()))
-	elsewhere := randAddr()
-	require.Eventually(t, func() bool {
-		_, err := e.c.trySend(n, &elsewhere, eth(1), 3)
-		return err == nil
-	}, eventually, 5*time.Millisecond)
-	e.c.commit(3)
-	e.mustSettle(s)
+	e.paidThenReorgedOut(inv, "10000000")
 	got := e.get(inv.ID)
 	require.Equal(t, store.StatusPending, got.Status)
 	require.Nil(t, got.PaidValue)

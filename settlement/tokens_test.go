@@ -228,16 +228,17 @@ func TestChainTokens_WrongAsset_RecordedNotCountedFlagged(t *testing.T) {
 	require.Equal(t, store.StatusPending, e.get(otherToken.ID).Status)
 }
 
-// The chain reorganises under a token payment and the new branch does not
-// contain it: the payment is removed and the invoice goes back to PENDING.
-func TestChainTokens_PaymentReorgedOut_Reverted(t *testing.T) {
-	e := newTokenEnv(t)
-	inv := e.tokenInvoice(e.usdc, "7")
+// paidThenReorgedOut pays inv amount base units of USDC, settles it PAID,
+// then forks the chain below the payment onto a branch where the payer's
+// nonce went elsewhere, and settles again.
+func (e *tokenEnv) paidThenReorgedOut(inv store.Invoice, amount string) {
+	e.t.Helper()
+	t := e.t
 	s := e.settler()
 	e.c.commit(2)
 	parent := e.c.head()
 	n := e.c.nonce()
-	e.transferAt(n, e.usdc, inv.DepositAddress, "7000000")
+	e.transferAt(n, e.usdc, inv.DepositAddress, amount)
 	e.c.commit(1)
 	e.mustSettle(s)
 	require.Equal(t, store.StatusPaid, e.get(inv.ID).Status)
@@ -250,6 +251,14 @@ func TestChainTokens_PaymentReorgedOut_Reverted(t *testing.T) {
 	}, eventually, 5*time.Millisecond)
 	e.c.commit(3)
 	e.mustSettle(s)
+}
+
+// The chain reorganises under a token payment and the new branch does not
+// contain it: the payment is removed and the invoice goes back to PENDING.
+func TestChainTokens_PaymentReorgedOut_Reverted(t *testing.T) {
+	e := newTokenEnv(t)
+	inv := e.tokenInvoice(e.usdc, "7")
+	e.paidThenReorgedOut(inv, "7000000")
 	got := e.get(inv.ID)
 	require.Equal(t, store.StatusPending, got.Status)
 	require.True(t, got.PaidWei.IsZero())

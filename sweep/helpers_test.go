@@ -255,7 +255,16 @@ func (e *env) head() uint64 {
 // number of blocks it committed.
 func (e *env) drive(maxBlocks int, done func() bool, sweepers ...*Sweeper) int {
 	e.t.Helper()
+	return e.driveWith(nil, maxBlocks, done, sweepers...)
+}
+
+// driveWith is drive with before run ahead of every pass (nil: nothing).
+func (e *env) driveWith(before func(), maxBlocks int, done func() bool, sweepers ...*Sweeper) int {
+	e.t.Helper()
 	for blocks := 0; ; blocks++ {
+		if before != nil {
+			before()
+		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(sweepers))
 		for i, s := range sweepers {

@@ -3,7 +3,6 @@ package sweep
 import (
 	"crypto/ecdsa"
 	"math/big"
-	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -71,27 +70,7 @@ func (e *env) index() {
 // driveIndexed is drive with the chain indexed before every pass.
 func (e *env) driveIndexed(maxBlocks int, done func() bool, sweepers ...*Sweeper) int {
 	e.t.Helper()
-	for blocks := 0; ; blocks++ {
-		e.index()
-		var wg sync.WaitGroup
-		errs := make([]error, len(sweepers))
-		for i, s := range sweepers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = s.RunOnce(ctx)
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			require.NoError(e.t, err)
-		}
-		if done() {
-			return blocks
-		}
-		require.Less(e.t, blocks, maxBlocks, "not done after %d blocks", maxBlocks)
-		e.sim.Commit()
-	}
+	return e.driveWith(e.index, maxBlocks, done, sweepers...)
 }
 
 // payoutWallet is the merchant's payout wallet address.
