@@ -135,31 +135,14 @@ func (r *evmdRig) opts() *bind.TransactOpts {
 // mined waits for tx's receipt and requires success.
 func (r *evmdRig) mined(tx *types.Transaction) *types.Receipt {
 	r.t.Helper()
-	var rc *types.Receipt
-	waitUntil(r.t, 60*time.Second, 250*time.Millisecond, func() bool {
-		var err error
-		rc, err = r.eth.TransactionReceipt(r.ctx, tx.Hash())
-		return err == nil
-	}, func() string { return "transaction " + tx.Hash().Hex() + " never mined" })
-	require.Equal(r.t, types.ReceiptStatusSuccessful, rc.Status, "transaction %s failed", tx.Hash().Hex())
-	return rc
+	return waitMined(r.t, r.ctx, r.eth, tx, 60*time.Second)
 }
 
 func (r *evmdRig) sendNative(to common.Address, wei *big.Int) {
 	r.t.Helper()
-	from := crypto.PubkeyToAddress(r.payer.PublicKey)
-	nonce, err := r.eth.PendingNonceAt(r.ctx, from)
-	require.NoError(r.t, err)
 	tip, err := r.eth.SuggestGasTipCap(r.ctx)
 	require.NoError(r.t, err)
-	head, err := r.eth.HeaderByNumber(r.ctx, nil)
-	require.NoError(r.t, err)
-	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
-	tx, err := types.SignNewTx(r.payer, types.LatestSignerForChainID(new(big.Int).SetUint64(r.node.chainID)),
-		&types.DynamicFeeTx{Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap, Gas: 21000, To: &to, Value: wei})
-	require.NoError(r.t, err)
-	require.NoError(r.t, r.eth.SendTransaction(r.ctx, tx))
-	r.mined(tx)
+	sendNativeTx(r.t, r.ctx, r.eth, r.node.chainID, r.payer, to, wei, tip)
 }
 
 // payWithEthers pays an EIP-681 URI with ethers.js, as a wallet would.

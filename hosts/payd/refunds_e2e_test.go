@@ -87,30 +87,12 @@ func (r *refundRig) opts(key *ecdsa.PrivateKey) *bind.TransactOpts {
 
 func (r *refundRig) mined(tx *types.Transaction) *types.Receipt {
 	r.t.Helper()
-	var rc *types.Receipt
-	waitUntil(r.t, 90*time.Second, 200*time.Millisecond, func() bool {
-		var err error
-		rc, err = r.eth.TransactionReceipt(r.ctx, tx.Hash())
-		return err == nil
-	}, func() string { return "transaction " + tx.Hash().Hex() + " never mined" })
-	require.Equal(r.t, types.ReceiptStatusSuccessful, rc.Status)
-	return rc
+	return waitMined(r.t, r.ctx, r.eth, tx, 90*time.Second)
 }
 
 func (r *refundRig) sendNative(key *ecdsa.PrivateKey, to common.Address, wei *big.Int) *types.Receipt {
 	r.t.Helper()
-	from := crypto.PubkeyToAddress(key.PublicKey)
-	nonce, err := r.eth.PendingNonceAt(r.ctx, from)
-	require.NoError(r.t, err)
-	head, err := r.eth.HeaderByNumber(r.ctx, nil)
-	require.NoError(r.t, err)
-	tip := big.NewInt(2_000_000_000)
-	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(new(big.Int).SetUint64(r.chain.chainID)),
-		&types.DynamicFeeTx{Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap, Gas: 21000, To: &to, Value: wei})
-	require.NoError(r.t, err)
-	require.NoError(r.t, r.eth.SendTransaction(r.ctx, tx))
-	return r.mined(tx)
+	return sendNativeTx(r.t, r.ctx, r.eth, r.chain.chainID, key, to, wei, big.NewInt(2_000_000_000))
 }
 
 func (r *refundRig) sendToken(key *ecdsa.PrivateKey, to common.Address, amount *big.Int) {
