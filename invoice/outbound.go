@@ -187,14 +187,14 @@ func (s *Service) checkDailyLimit(ctx context.Context, tx store.Tx, policy store
 	if o.PaidBy != store.PaidByService || limit == nil {
 		return nil
 	}
-	recent, err := tx.ListOutbounds(ctx, store.OutboundFilter{MerchantID: o.MerchantID, PaidBy: store.PaidByService,
-		CreatedAfter: o.CreatedAt.Add(-24 * time.Hour), Limit: 1000})
+	recent, err := openOutbounds(ctx, tx, store.OutboundFilter{MerchantID: o.MerchantID, PaidBy: store.PaidByService,
+		CreatedAfter: o.CreatedAt.Add(-24 * time.Hour)})
 	if err != nil {
 		return err
 	}
 	sum := new(big.Int).Set(o.Amount.Big())
 	for _, r := range recent {
-		if r.ID != o.ID && store.OutboundOpen(r.Status) && store.SameToken(r.TokenAddress, o.TokenAddress) {
+		if r.ID != o.ID && store.SameToken(r.TokenAddress, o.TokenAddress) {
 			sum.Add(sum, r.Amount.Big())
 		}
 	}
@@ -205,6 +205,26 @@ func (s *Service) checkDailyLimit(ctx context.Context, tx store.Tx, policy store
 			a.Format(amountOf(sum)), a.Symbol, a.Format(*limit), a.Symbol))
 	}
 	return nil
+}
+
+// openOutbounds returns every open outbound f selects (FAILED and
+// CANCELLED left out by the database), all pages: what limits and refunds
+// count must not stop at a page, however many outbounds were made and
+// cancelled.
+func openOutbounds(ctx context.Context, tx store.Tx, f store.OutboundFilter) ([]store.Outbound, error) {
+	f.Statuses, f.Limit = store.OpenOutboundStatuses(), 1000
+	var all []store.Outbound
+	for {
+		page, err := tx.ListOutbounds(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if len(page) < f.Limit {
+			return all, nil
+		}
+		f.BeforeID = page[len(page)-1].ID
+	}
 }
 
 func amountOf(x *big.Int) store.Amount {

@@ -257,14 +257,14 @@ func (s *Service) assetOfKey(k string) (store.Asset, bool) {
 // the latest counted payment. Its late-payment refund is in the asset of
 // its late payments, its full refund in the one asset it received (either
 // names the asset when there were several).
-func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest) *problem.Problem {
+func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest) error {
 	rc, err := s.confirmedReceipts(ctx, tx, inv)
 	if err != nil {
-		return problem.Of(problem.CodeInternal, "internal error")
+		return err
 	}
-	refunds, err := tx.ListOutbounds(ctx, store.OutboundFilter{InvoiceID: inv.ID, Kind: store.OutboundRefund, Limit: 1000})
+	refunds, err := openOutbounds(ctx, tx, store.OutboundFilter{InvoiceID: inv.ID, Kind: store.OutboundRefund})
 	if err != nil {
-		return problem.Of(problem.CodeInternal, "internal error")
+		return err
 	}
 	if perr := s.refundAsset(inv, rc, req); perr != nil {
 		return perr
@@ -274,9 +274,6 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 	refunded := new(big.Int)
 	var refundedAll []store.AssetAmount
 	for _, r := range refunds {
-		if !store.OutboundOpen(r.Status) {
-			continue
-		}
 		refundedAll = append(refundedAll, store.AssetAmount{Token: r.TokenAddress, Amount: r.Amount})
 		if store.SameToken(r.TokenAddress, req.asset.Token()) {
 			refunded.Add(refunded, r.Amount.Big())
@@ -291,9 +288,8 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 			want.Sub(want, refunded)
 			break
 		}
-		var perr *problem.Problem
-		if want, perr = fiatOverpayment(inv, rc, refundedAll, req.asset); perr != nil {
-			return perr
+		if want, err = fiatOverpayment(inv, rc, refundedAll, req.asset); err != nil {
+			return err
 		}
 	case store.RefundLatePayment:
 		want = new(big.Int).Sub(of(rc.late, k), refunded)
@@ -387,7 +383,7 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 // its counted payments at the locked quotes (rounded down to the minor
 // unit), less its price and the value of its open refunds, at the quote of
 // asset (rounded up to the base unit). Zero or less: nothing to refund.
-func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmount, asset store.Asset) (*big.Int, *problem.Problem) {
+func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmount, asset store.Asset) (*big.Int, error) {
 	quotes := inv.Pricing.Quotes
 	q, ok := inv.Pricing.QuoteFor(asset.Token())
 	if !ok {
@@ -395,7 +391,7 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 	}
 	paid, err := store.ValuePayments(quotes, rc.countedList)
 	if err != nil {
-		return nil, problem.Of(problem.CodeInternal, "internal error")
+		return nil, fmt.Errorf("invoice %d: value of its payments: %w", inv.ID, err)
 	}
 	// A refund in an asset without a quote (a wrong-asset one) gives back
 	// nothing that counted.
@@ -407,7 +403,7 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 	}
 	back, err := store.ValuePayments(quotes, quoted)
 	if err != nil {
-		return nil, problem.Of(problem.CodeInternal, "internal error")
+		return nil, fmt.Errorf("invoice %d: value of its refunds: %w", inv.ID, err)
 	}
 	excess := new(big.Int).Sub(paid.Minor.Big(), inv.Pricing.Price.Minor.Big())
 	excess.Sub(excess, back.Minor.Big())
@@ -416,7 +412,7 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 	}
 	a, err := q.AmountFor(store.Fiat{Currency: paid.Currency, Minor: amountOf(excess)})
 	if err != nil {
-		return nil, problem.Of(problem.CodeInternal, "internal error")
+		return nil, fmt.Errorf("invoice %d: overpayment in %s: %w", inv.ID, asset.Symbol, err)
 	}
 	return a.Big(), nil
 }
@@ -458,8 +454,8 @@ func (s *Service) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return 0, nil, err
 			}
-			if perr := s.refundAmount(r.Context(), tx, locked, &req); perr != nil {
-				return 0, nil, perr
+			if err := s.refundAmount(r.Context(), tx, locked, &req); err != nil {
+				return 0, nil, err
 			}
 			o := s.newOutbound(m, req)
 			o.InvoiceID = &inv.ID

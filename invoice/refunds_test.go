@@ -165,6 +165,32 @@ func TestRefund_NeverMoreThanReceivedAndConfirmed(t *testing.T) {
 	})
 }
 
+// What is left to refund counts every open refund, however many closed
+// ones came after it: a thousand cancelled refunds (more than a page of
+// the store's listing) do not hide the one that takes everything.
+func TestRefund_ManyCancelledRefundsHideNoOpenOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.newMerchant()
+	inv := e.paidInvoice(m, "1000000000000000000")
+	res := e.refund(m.APIKey, inv.ID, "all", `{"reason":"full","destination":"`+payer.Hex()+`"}`)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	first, err := e.st.GetOutbound(ctx, int64(res.json(t)["id"].(float64)))
+	require.NoError(t, err)
+	require.NoError(t, e.st.InTx(ctx, func(tx store.Tx) error {
+		for range 1001 {
+			o := first
+			o.ID, o.Status, o.Amount = 0, store.OutboundCancelled, store.NewAmount(1)
+			if err := tx.CreateOutbound(ctx, &o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	requireProblem(t, e.refund(m.APIKey, inv.ID, "again", `{"reason":"full","destination":"`+payer.Hex()+`"}`),
+		http.StatusUnprocessableEntity, "nothing_to_refund", "")
+}
+
 // Concurrent refunds of the whole invoice: the invoice's row lock counts
 // them one after the other; exactly one is recorded.
 func TestRefund_ConcurrentDoubleRefund_ExactlyOneSucceeds(t *testing.T) {

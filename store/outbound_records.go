@@ -65,6 +65,18 @@ func OutboundOpen(status string) bool {
 	return status != OutboundFailed && status != OutboundCancelled
 }
 
+// OpenOutboundStatuses lists the statuses OutboundOpen holds for: a filter
+// of the outbounds that count.
+func OpenOutboundStatuses() []string {
+	var open []string
+	for _, st := range OutboundStatuses() {
+		if OutboundOpen(st) {
+			open = append(open, st)
+		}
+	}
+	return open
+}
+
 // Who pays an outbound.
 const (
 	// PaidByService: the service sends it from a wallet it holds (the

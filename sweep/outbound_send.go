@@ -97,8 +97,9 @@ func (s *Sweeper) advanceServicePaid(ctx context.Context, p *pass, o store.Outbo
 // its send is signed, a failure to fund (the sweep wallet cannot pay) or a
 // sender short of the asset makes it wait; any other failure fails it,
 // nothing having been sent. After, only what proves the send can never
-// move the money (its nonce used by another transaction, a final refusal,
-// a revert, a token transfer without its Transfer event) fails it.
+// move the money (sendFinal: its nonce used by another transaction, a
+// revert, a token transfer without its Transfer event) fails it; any other
+// failure leaves it BROADCAST, tended again after RetryBackoff.
 func (s *Sweeper) outboundOutcome(p *pass, out outcome, sent bool) obOutcome {
 	r := obOutcome{attempt: out.attempt, retryAt: out.retryAt, errText: out.sweepErr}
 	switch {
@@ -109,11 +110,23 @@ func (s *Sweeper) outboundOutcome(p *pass, out outcome, sent bool) obOutcome {
 		ReasonNoWallet, ReasonPayoutKeyMismatch}, out.fail):
 		retry := p.now.Add(s.cfg.RetryBackoff)
 		r.retryAt, r.errText, r.attempt = &retry, ptrTo(out.fail), false
+	case out.fail != "" && sent && !slices.Contains(sendFinal, out.fail):
+		// A broadcast send may still be mined whatever went wrong around
+		// it (its replacement's funding or broadcast): it keeps being
+		// tended. FAILED would free its amount for another refund or make
+		// the merchant send it again: the payer could be paid twice.
+		retry := p.now.Add(s.cfg.RetryBackoff)
+		r.retryAt, r.errText, r.attempt = &retry, ptrTo(out.fail), false
 	case out.fail != "":
 		r.status, r.errText = store.OutboundFailed, ptrTo(out.fail)
 	}
 	return r
 }
+
+// sendFinal are the failures that prove a broadcast send can never move
+// the money: mined and reverted, mined without its Transfer event, or its
+// nonce taken by another transaction.
+var sendFinal = []string{ReasonReverted, ReasonTokenTransferFailed, ReasonNonceTooLow}
 
 func ptrTo[T any](v T) *T { return &v }
 
