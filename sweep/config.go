@@ -32,14 +32,14 @@ const (
 	PolicyDeduct Policy = "deduct"
 )
 
-// Config configures a Sweeper. The zero value is usable: every field has a
-// default.
 // Valuer tells what an amount of an asset is worth now in a currency,
 // rounded down to its minor unit (invoice/pricing's Pricer.CurrentValue).
 type Valuer interface {
 	CurrentValue(ctx context.Context, asset store.Asset, amount store.Amount, currency string) (store.Fiat, error)
 }
 
+// Config configures a Sweeper. The zero value is usable: every field has a
+// default.
 type Config struct {
 	// Policy decides who pays the gas of a sweep. Defaults to PolicySponsor.
 	Policy Policy

@@ -18,7 +18,6 @@ import (
 // advanceFunded; they differ only in what the deposit sends (prepare) and
 // how the sweep ends (finish).
 type fundedSend struct {
-	inv store.Invoice
 	// acct is the account funded and sending: the invoice's deposit
 	// address (depositAccount), or a refund's or payout's sender
 	// (outbound.go).

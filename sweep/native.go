@@ -59,7 +59,7 @@ func (s *Sweeper) advanceNative(ctx context.Context, p *pass, inv store.Invoice,
 	guard := func(status string) *invoiceGuard { return &invoiceGuard{id: inv.ID, seen: seen, status: status} }
 	if liveSlot(fund) != nil || (sweep == nil && s.cfg.Policy == PolicySponsor) {
 		return s.advanceFunded(ctx, p, &fundedSend{
-			inv: inv, acct: s.depositAccount(inv), fund: fund, send: sweep, guard: guard, finish: finish,
+			acct: s.depositAccount(inv), fund: fund, send: sweep, guard: guard, finish: finish,
 			prepare: func(ctx context.Context, p *pass, funded *big.Int) (sendPlan, string, error) {
 				return s.prepareNative(ctx, p, inv, guard, funded)
 			},

@@ -81,7 +81,7 @@ func (s *Sweeper) advanceServicePaid(ctx context.Context, p *pass, o store.Outbo
 		acct.capped = s.replacementCapped(hist)
 	}
 	out, err := s.advanceFunded(ctx, p, &fundedSend{
-		inv: inv, acct: acct, fund: fund, send: send, guard: guard,
+		acct: acct, fund: fund, send: send, guard: guard,
 		prepare: func(ctx context.Context, p *pass, funded *big.Int) (sendPlan, string, error) {
 			return s.prepareOutbound(ctx, p, o, acct, funded, guard)
 		},

@@ -26,7 +26,7 @@ func (s *Sweeper) advanceFund(ctx context.Context, p *pass, inv store.Invoice, t
 		}
 	}
 	return s.advanceFunded(ctx, p, &fundedSend{
-		inv: inv, acct: s.depositAccount(inv), fund: t.fund, send: t.sweep,
+		acct: s.depositAccount(inv), fund: t.fund, send: t.sweep,
 		guard: func(status string) *invoiceGuard { return t.guard(inv, status) },
 		prepare: func(ctx context.Context, p *pass, _ *big.Int) (sendPlan, string, error) {
 			return s.prepareTokenTransfer(ctx, p, inv, t)

@@ -253,11 +253,16 @@ func (a *app) invoicePricer() invoice.Pricer {
 	return a.pricer
 }
 
-// startPricer refreshes the rates once, before the process serves (so
-// that the first invoice has rates), and adds the worker that keeps them
-// fresh.
+// startPricer adds the worker that keeps the rates fresh (its first
+// refresh is at once). A process that quotes invoices (the api role)
+// refreshes them once before it serves, so that the first invoice has
+// rates; settlement and sweep need them only later and start at once.
 func (a *app) startPricer(ctx context.Context) {
 	if a.pricer == nil {
+		return
+	}
+	a.workers = append(a.workers, worker{"pricing", a.pricer.Run})
+	if !a.cfg.roles[roleAPI] {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -265,5 +270,4 @@ func (a *app) startPricer(ctx context.Context) {
 	if err := a.pricer.Refresh(rctx); err != nil {
 		a.log.Warn("pricing: the first refresh of the rates failed; quotes wait for the next one", "err", err)
 	}
-	a.workers = append(a.workers, worker{"pricing", a.pricer.Run})
 }

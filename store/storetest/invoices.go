@@ -352,6 +352,10 @@ func testArchive(t *testing.T, st store.Store) {
 	})
 	confirmed := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.CreatedAt = old; i.Status = store.StatusConfirmed })
 	recent := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.Status = store.StatusSettled })
+	// A settled invoice with a refund still on its way stays: the refund
+	// reads its invoice until it is done.
+	refunding := newInvoice(t, st, m.ID, func(i *store.Invoice) { i.CreatedAt = old; i.Status = store.StatusSettled })
+	newOutbound(t, st, m, func(o *store.Outbound) { o.Kind, o.InvoiceID = store.OutboundRefund, &refunding.ID })
 
 	moved, err := st.ArchiveInvoices(ctx, now().AddDate(-1, 0, 0), 1)
 	require.NoError(t, err)
@@ -367,7 +371,7 @@ func testArchive(t *testing.T, st store.Store) {
 		_, err := st.GetInvoice(ctx, id)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	for _, id := range []int64{paidLate.ID, confirmed.ID, recent.ID} {
+	for _, id := range []int64{paidLate.ID, confirmed.ID, recent.ID, refunding.ID} {
 		_, err := st.GetInvoice(ctx, id)
 		require.NoError(t, err, "invoice %d must stay", id)
 	}

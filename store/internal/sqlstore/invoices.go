@@ -345,6 +345,8 @@ func (s *Store) ArchiveInvoices(ctx context.Context, cutoff time.Time, n int) (i
 		err := t.sel(ctx, &ids, `SELECT id FROM invoices
 			WHERE created_at < ? AND needs_attention = ?
 			  AND (status = 'SETTLED' OR (status = 'EXPIRED' AND paid_wei = '0' AND underpaid = ?))
+			  AND NOT EXISTS (SELECT 1 FROM outbounds o WHERE o.invoice_id = invoices.id
+			                  AND o.status NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED'))
 			ORDER BY created_at, id LIMIT ?`+t.d.ForUpdate, cutoff, false, false, limit(n, 1000, 10000))
 		if err != nil || len(ids) == 0 {
 			return err
