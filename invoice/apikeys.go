@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +53,7 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
 	}
 	var set store.Scopes
 	for _, sc := range scopes {
-		if !contains(store.AllScopes(), sc) {
+		if !slices.Contains(store.AllScopes(), sc) {
 			problem.Write(w, problem.OfField(problem.CodeInvalidField, "scopes", "unknown scope "+strconv.Quote(sc)+" (scopes: "+strings.Join(store.AllScopes(), ", ")+")"))
 			return
 		}
@@ -205,7 +206,11 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 			}
 			seen[a.Symbol] = true
 			ap := store.AssetPolicy{Token: a.Token()}
-			for name, dst := range map[string]**store.Amount{"approval_threshold": &ap.ApprovalThreshold, "daily_limit": &ap.DailyLimit, "reserve": &ap.Reserve} {
+			for _, f := range []struct {
+				name string
+				dst  **store.Amount
+			}{{"approval_threshold", &ap.ApprovalThreshold}, {"daily_limit", &ap.DailyLimit}, {"reserve", &ap.Reserve}} {
+				name, dst := f.name, f.dst // in order: the first bad member is the one reported, every time
 				raw := am[name]
 				if isNull(raw) {
 					continue

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,18 +26,12 @@ import (
 func (s *Service) fiatRefundAmount(ctx context.Context, inv store.Invoice, asset store.Asset, f fiatAmount) (store.Amount, string, error) {
 	switch f.rate {
 	case "locked":
-		var quotes []store.Quote
-		if inv.Pricing != nil {
-			quotes = inv.Pricing.Quotes
-		}
-		for _, q := range quotes {
-			if q.Asset.Same(asset) && q.Price.Currency == f.amount.Currency {
-				a, err := q.AmountFor(f.amount)
-				if err != nil {
-					return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat", err.Error())
-				}
-				return a, q.Rate.String(), nil
+		if q, ok := inv.Pricing.QuoteFor(asset.Token()); ok && q.Price.Currency == f.amount.Currency {
+			a, err := q.AmountFor(f.amount)
+			if err != nil {
+				return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat", err.Error())
 			}
+			return a, q.Rate.String(), nil
 		}
 		return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat",
 			"this invoice has no locked quote in "+f.amount.Currency.Code+" for "+asset.Symbol+`: ask in the asset, or at "current" rate`)
@@ -75,7 +70,7 @@ func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRe
 	req := outboundRequest{kind: store.OutboundRefund, reason: store.RefundPartial, paidBy: store.PaidByService}
 	if raw := ms["reason"]; !isNull(raw) {
 		var r string
-		if json.Unmarshal(raw, &r) != nil || !contains(refundReasons, r) {
+		if json.Unmarshal(raw, &r) != nil || !slices.Contains(refundReasons, r) {
 			return req, problem.OfField(problem.CodeInvalidField, "reason", "reason must be one of overpayment, wrong_asset, late_payment, full, partial")
 		}
 		req.reason = r
@@ -157,15 +152,6 @@ func parseFiat(raw json.RawMessage) (fiatAmount, *problem.Problem) {
 		return fiatAmount{}, problem.OfField(problem.CodeInvalidAmount, "fiat", "fiat.amount must be a positive amount of the currency, e.g. \"12.50\" EUR")
 	}
 	return fiatAmount{amount: f, rate: v.Rate}, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // receipts is what an invoice received, with the confirmations, per asset
@@ -549,7 +535,7 @@ func (s *Service) listOutbounds(w http.ResponseWriter, r *http.Request, f store.
 		}
 		switch {
 		case name == "status":
-			if !contains(store.OutboundStatuses(), v) {
+			if !slices.Contains(store.OutboundStatuses(), v) {
 				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "status must be one of the statuses"))
 				return
 			}
