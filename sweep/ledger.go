@@ -259,7 +259,7 @@ type assetBalance struct {
 }
 
 // balancesAt reads addr's native balance and each token's at block.
-func balancesAt(ctx context.Context, c Chain, addr common.Address, tokens []common.Address, block *big.Int) ([]assetBalance, error) {
+func balancesAt(ctx context.Context, c ReconcileChain, addr common.Address, tokens []common.Address, block *big.Int) ([]assetBalance, error) {
 	bal, err := c.BalanceAt(ctx, addr, block)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"slices"
 
-	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
@@ -319,20 +318,12 @@ func (s *Sweeper) prepareOutbound(ctx context.Context, p *pass, o store.Outbound
 		}
 	} else {
 		to, data, val = *o.TokenAddress, packCall("transfer", dest, amount), new(big.Int)
-		msg := ethereum.CallMsg{From: acct.addr, To: &to, Data: data}
-		out, err := s.chain.CallContract(ctx, msg, p.headNumber())
-		if isRevert(err) || err == nil && returnsFalse(out) {
-			return sendPlan{}, ReasonTokenTransferFailed, nil
-		}
+		est, err := s.estimateTransfer(ctx, p, acct.addr, to, dest, amount)
 		if err != nil {
 			return sendPlan{}, "", err
 		}
-		est, err := s.chain.EstimateGas(ctx, msg)
-		if isRevert(err) {
+		if est == 0 {
 			return sendPlan{}, ReasonTokenTransferFailed, nil
-		}
-		if err != nil {
-			return sendPlan{}, "", err
 		}
 		gas = withMargin(est)
 	}

@@ -226,19 +226,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, block uint64) (Reconciliatio
 	}
 	sort.Slice(addrs, func(i, j int) bool { return addrs[i].Cmp(addrs[j]) < 0 })
 	n := new(big.Int).SetUint64(block)
-	tokens := append([]common.Address{{}}, r.cfg.Tokens...)
 	for _, a := range addrs {
-		for _, t := range tokens {
-			var chainBal *big.Int
-			var err error
-			if t == (common.Address{}) {
-				chainBal, err = r.chain.BalanceAt(ctx, a, n)
-			} else {
-				chainBal, err = callUint(ctx, r.chain, t, n, "balanceOf", a)
+		bals, err := balancesAt(ctx, r.chain, a, r.cfg.Tokens, n)
+		if err != nil {
+			return Reconciliation{}, fmt.Errorf("balance of %s: %w", a.Hex(), err)
+		}
+		for _, b := range bals {
+			var t common.Address // the zero address: the native coin
+			if b.token != nil {
+				t = *b.token
 			}
-			if err != nil {
-				return Reconciliation{}, fmt.Errorf("balance of %s: %w", a.Hex(), err)
-			}
+			chainBal := b.amount
 			led := ledger[balanceKey{addr: a, token: t}]
 			if led == nil {
 				led = new(big.Int)

@@ -358,7 +358,7 @@ func (s *Sweeper) advancePermit(ctx context.Context, p *pass, inv store.Invoice,
 			return outcome{}, err
 		}
 	} else {
-		est, err := s.estimateTransfer(ctx, p, inv, t.token, to, value)
+		est, err := s.estimateTransfer(ctx, p, inv.DepositAddress, t.token, to, value)
 		if err != nil || est == 0 {
 			return failWith(ReasonTokenTransferFailed), err
 		}
@@ -414,8 +414,8 @@ func (s *Sweeper) sendPermit(ctx context.Context, p *pass, inv store.Invoice, t 
 
 // estimateTransfer estimates transfer(to, value) from the deposit address,
 // after simulating it: 0 when it reverts or returns false.
-func (s *Sweeper) estimateTransfer(ctx context.Context, p *pass, inv store.Invoice, token, to common.Address, value *big.Int) (uint64, error) {
-	msg := ethereum.CallMsg{From: inv.DepositAddress, To: &token, Data: packCall("transfer", to, value)}
+func (s *Sweeper) estimateTransfer(ctx context.Context, p *pass, from, token, to common.Address, value *big.Int) (uint64, error) {
+	msg := ethereum.CallMsg{From: from, To: &token, Data: packCall("transfer", to, value)}
 	out, err := s.chain.CallContract(ctx, msg, p.headNumber())
 	if isRevert(err) || err == nil && returnsFalse(out) {
 		return 0, nil

@@ -57,7 +57,7 @@ func (s *Sweeper) prepareTokenTransfer(ctx context.Context, p *pass, inv store.I
 	if value.Sign() == 0 {
 		return sendPlan{}, ReasonNothingToSweep, nil
 	}
-	est, err := s.estimateTransfer(ctx, p, inv, t.token, to, value)
+	est, err := s.estimateTransfer(ctx, p, inv.DepositAddress, t.token, to, value)
 	if err != nil {
 		return sendPlan{}, "", err
 	}
