@@ -95,11 +95,8 @@ func NewOutbound(o store.Outbound) Outbound {
 		out.From = &f
 	}
 	if o.FiatCurrency != "" && o.FiatMinor != nil {
-		amount := o.FiatMinor.String()
-		if c, err := store.LookupCurrency(o.FiatCurrency); err == nil {
-			amount = store.Fiat{Currency: c, Minor: *o.FiatMinor}.Amount()
-		}
-		out.Fiat = &OutboundFiat{Currency: o.FiatCurrency, Amount: amount, Rate: o.FiatRate, RateKind: o.FiatRateKind}
+		out.Fiat = &OutboundFiat{Currency: o.FiatCurrency, Amount: fiatText(o.FiatCurrency, *o.FiatMinor), Rate: o.FiatRate,
+			RateKind: o.FiatRateKind}
 	}
 	return out
 }
@@ -185,12 +182,18 @@ func NewLedgerEntry(e store.LedgerEntry, assets ...store.Asset) LedgerEntry {
 		out.To = &t
 	}
 	if code, minor, ok := e.Value(); ok {
-		out.FiatCurrency, out.FiatValue = code, minor.String()
-		if c, err := store.LookupCurrency(code); err == nil {
-			out.FiatValue = store.Fiat{Currency: c, Minor: minor}.Amount()
-		}
+		out.FiatCurrency, out.FiatValue = code, fiatText(code, minor)
 	}
 	return out
+}
+
+// fiatText is minor units of the currency code as a decimal amount
+// ("12.50"); the bare minor units for a code this build does not know.
+func fiatText(code string, minor store.Amount) string {
+	if c, err := store.LookupCurrency(code); err == nil {
+		return store.Fiat{Currency: c, Minor: minor}.Amount()
+	}
+	return minor.String()
 }
 
 // AssetOf names the asset of a token address (nil: the native coin) among
