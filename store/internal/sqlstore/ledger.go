@@ -58,9 +58,11 @@ func (s *Store) ReverseLedgerEntries(ctx context.Context, sweepTxID int64, at ti
 func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]store.LedgerEntry, error) {
 	// An entry of a fiat-priced invoice without a value of its own is
 	// valued at the invoice's locked quotes: the pricing is read with it
-	// (from the archive once the invoice is archived).
+	// (from the archive once the invoice is archived; '' for an invoice
+	// priced in its asset, so that the archive is probed only for archived
+	// invoices).
 	q := `SELECT ` + ledgerColumns + `, CASE WHEN fiat_minor IS NULL AND invoice_id IS NOT NULL THEN COALESCE(
-			(SELECT i.pricing FROM invoices i WHERE i.id = ledger_entries.invoice_id),
+			(SELECT COALESCE(i.pricing, '') FROM invoices i WHERE i.id = ledger_entries.invoice_id),
 			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing_json
 		FROM ledger_entries WHERE 1 = 1`
 	var args []any
@@ -94,7 +96,7 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 	decoded := map[int64]*store.Pricing{}
 	for i, r := range rows {
 		es[i] = r.LedgerEntry
-		if r.Pricing == nil || r.InvoiceID == nil {
+		if r.Pricing == nil || len(*r.Pricing) == 0 || r.InvoiceID == nil {
 			continue
 		}
 		p, ok := decoded[*r.InvoiceID]
