@@ -111,11 +111,13 @@ func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request) {
 
 // payoutSettings is the JSON of a merchant's payout policy: per asset its
 // approval threshold, daily limit and payout-wallet reserve in base units,
-// and the payout allowlist.
+// the payout allowlist, and the merchant's own wallets that pay its
+// merchant-paid requests.
 type payoutSettings struct {
 	Assets           []assetSettings         `json:"assets"`
 	AllowlistEnabled bool                    `json:"allowlist_enabled"`
 	Allowlist        []store.ChecksumAddress `json:"allowlist"`
+	PayingWallets    []store.ChecksumAddress `json:"paying_wallets"`
 	UpdatedAt        *time.Time              `json:"updated_at,omitempty"`
 }
 
@@ -141,6 +143,10 @@ func (s *Service) settingsJSON(p store.PayoutPolicy) payoutSettings {
 	}
 	for _, a := range p.Allowlist {
 		out.Allowlist = append(out.Allowlist, store.ChecksumAddress(a))
+	}
+	out.PayingWallets = make([]store.ChecksumAddress, 0, len(p.PayingWallets))
+	for _, a := range p.PayingWallets {
+		out.PayingWallets = append(out.PayingWallets, store.ChecksumAddress(a))
 	}
 	if !p.UpdatedAt.IsZero() {
 		t := p.UpdatedAt.UTC()
@@ -169,7 +175,7 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 		problem.Write(w, perr)
 		return
 	}
-	ms, perr := members(body, "assets", "allowlist_enabled", "allowlist")
+	ms, perr := members(body, "assets", "allowlist_enabled", "allowlist", "paying_wallets")
 	if perr != nil {
 		problem.Write(w, perr)
 		return
@@ -248,6 +254,30 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 				return
 			}
 			policy.Allowlist = append(policy.Allowlist, a)
+		}
+	}
+	if raw := ms["paying_wallets"]; !isNull(raw) {
+		var list []json.RawMessage
+		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil || len(list) > 100 {
+			problem.Write(w, problem.OfField(problem.CodeInvalidField, "paying_wallets", "paying_wallets is an array of at most 100 addresses"))
+			return
+		}
+		for i, item := range list {
+			field := "paying_wallets[" + strconv.Itoa(i) + "]"
+			a, perr := parseAddressMember(field, item)
+			if perr != nil {
+				problem.Write(w, perr)
+				return
+			}
+			// The service's own addresses never pay a merchant-paid
+			// request (the database refuses such a match too).
+			if err := s.checkReserved(r.Context(), field, a); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if !slices.Contains(policy.PayingWallets, a) {
+				policy.PayingWallets = append(policy.PayingWallets, a)
+			}
 		}
 	}
 	if err := s.st.PutPayoutPolicy(r.Context(), policy); err != nil {

@@ -678,6 +678,11 @@ func (s *Service) handleUpdateMerchant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if u.SettlementAddress != nil && principal(r).KeyID != 0 {
+		problem.Write(w, problem.OfField(problem.CodeInsufficientScope, "settlement_address",
+			"only the merchant's own API key may change the settlement address (where every sweep sends the money); a scoped key, admin included, may not"))
+		return
+	}
 	updated, err := s.UpdateMerchant(r.Context(), m.ID, u)
 	if errors.Is(err, ErrInvalidMerchant) {
 		problem.Write(w, merchantError(err))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
+	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
 )
 
@@ -137,21 +139,7 @@ func (s *Service) idempotent(ctx context.Context, merchantID int64, key string, 
 // refused alike, as settlement addresses are). It needs the chain when
 // Config.Merchants.Chain is set: run it before any database transaction.
 func (s *Service) checkDestination(ctx context.Context, field string, dest common.Address) error {
-	reserved := problem.OfField(problem.CodeDestinationReserved, field, field+" "+dest.Hex()+
-		" is an address this service holds the key of (a deposit address, the sweep wallet, the gas funder or a payout wallet): money sent there would be credited to nothing")
-	for _, a := range s.cfg.Merchants.ServiceAddresses {
-		if a == dest {
-			return reserved
-		}
-	}
-	if dep, err := s.st.IsDepositAddress(ctx, dest); err != nil {
-		return err
-	} else if dep {
-		return reserved
-	}
-	if _, err := s.st.GetServiceWallet(ctx, dest); err == nil {
-		return reserved
-	} else if !errors.Is(err, store.ErrNotFound) {
+	if err := s.checkReserved(ctx, field, dest); err != nil {
 		return err
 	}
 	if c := s.cfg.Merchants.Chain; c != nil {
@@ -163,6 +151,27 @@ func (s *Service) checkDestination(ctx context.Context, field string, dest commo
 			return problem.OfField(problem.CodeDestinationContract, field, field+" "+dest.Hex()+
 				" is a contract: refunds and payouts go to externally owned accounts (plain wallet addresses)")
 		}
+	}
+	return nil
+}
+
+// checkReserved refuses an address the service holds the key of: a deposit
+// address, the sweep wallet, the gas funder or a payout wallet.
+func (s *Service) checkReserved(ctx context.Context, field string, a common.Address) error {
+	reserved := problem.OfField(problem.CodeDestinationReserved, field, field+" "+a.Hex()+
+		" is an address this service holds the key of (a deposit address, the sweep wallet, the gas funder or a payout wallet)")
+	if slices.Contains(s.cfg.Merchants.ServiceAddresses, a) {
+		return reserved
+	}
+	if dep, err := s.st.IsDepositAddress(ctx, a); err != nil {
+		return err
+	} else if dep {
+		return reserved
+	}
+	if _, err := s.st.GetServiceWallet(ctx, a); err == nil {
+		return reserved
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	return nil
 }
@@ -385,4 +394,90 @@ func (s *Service) cancel(w http.ResponseWriter, r *http.Request, kind string) {
 		}
 		return problem.Of(problem.CodeStateConflict, "it is "+o.Status+": only a refund or payout not yet sent can be cancelled")
 	})
+}
+
+// submitPayment records the transaction a merchant names as the payment of
+// its merchant-paid refund or payout: {"tx_hash": "0x…"}. A transaction
+// already indexed is checked here — 422 transfer_mismatch when none of its
+// transfers is exactly the request's asset and amount to its destination
+// after it was made, or when the service sent it; one not indexed yet is
+// recorded, and the engine checks it once it is (and drops it, saying why
+// in error, if it does not pay the request). docs/refunds.md, "Which
+// transfer pays a merchant-paid request".
+func (s *Service) submitPayment(w http.ResponseWriter, r *http.Request, kind string) {
+	if !httpapi.CheckJSON(w, r) {
+		return
+	}
+	body, perr := readBody(w, r, s.cfg.MaxBodyBytes)
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	ms, perr := members(body, "tx_hash")
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	h, perr := parseTxHashMember("tx_hash", ms["tx_hash"])
+	if perr != nil {
+		problem.Write(w, perr)
+		return
+	}
+	o, ok := s.outboundOf(w, r, kind)
+	if !ok {
+		return
+	}
+	if err := s.checkNamedPayment(r.Context(), o, h); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
+		if perr := namedPaymentState(*o); perr != nil {
+			return perr
+		}
+		o.SubmittedTxHash, o.Error = &h, ""
+		return nil
+	})
+}
+
+// namedPaymentState is the 409 of an outbound that takes no named
+// payment: only a merchant-paid one still waiting for its payment does.
+func namedPaymentState(o store.Outbound) *problem.Problem {
+	if o.PaidBy != store.PaidByMerchant {
+		return problem.Of(problem.CodeStateConflict, "the service pays it: only a merchant-paid request takes a named payment")
+	}
+	if o.Status != store.OutboundAwaitingPayment {
+		return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for its payment")
+	}
+	return nil
+}
+
+// checkNamedPayment refuses, when h is indexed, a transaction that does
+// not pay o; an unindexed one passes (the engine checks it later).
+func (s *Service) checkNamedPayment(ctx context.Context, o store.Outbound, h common.Hash) error {
+	if perr := namedPaymentState(o); perr != nil {
+		return perr
+	}
+	trs, indexed, err := store.TransfersOf(ctx, s.st, h)
+	if err != nil {
+		return err
+	}
+	if !indexed {
+		return nil
+	}
+	why := store.ErrNotThisRequest
+	for _, tr := range trs {
+		if why = o.PaidWith(tr); why != nil {
+			continue
+		}
+		svc, err := s.st.SentByService(ctx, tr.TxHash, tr.From)
+		if err != nil {
+			return err
+		}
+		if !svc {
+			return nil
+		}
+		why = store.ErrSentByService
+	}
+	return problem.OfField(problem.CodeTransferMismatch, "tx_hash", "transaction "+h.Hex()+" does not pay this request: "+why.Error())
 }

@@ -316,3 +316,21 @@ func merchantError(err error) *problem.Problem {
 	}
 	return problem.OfField(code, im.field, im.field+" must be "+im.reason)
 }
+
+// parseTxHashMember reads a required transaction hash: a JSON string of
+// "0x" and 64 hexadecimal digits, in any case.
+func parseTxHashMember(field string, raw json.RawMessage) (common.Hash, *problem.Problem) {
+	var str string
+	if isNull(raw) {
+		return common.Hash{}, problem.OfField(problem.CodeMissingField, field, field+" is required")
+	}
+	if raw[0] != '"' || json.Unmarshal(raw, &str) != nil || len(str) != 66 || (str[:2] != "0x" && str[:2] != "0X") {
+		return common.Hash{}, problem.OfField(problem.CodeInvalidHash, field, field+` must be a transaction hash: "0x" and 64 hexadecimal digits`)
+	}
+	for _, c := range str[2:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return common.Hash{}, problem.OfField(problem.CodeInvalidHash, field, field+` must be a transaction hash: "0x" and 64 hexadecimal digits`)
+		}
+	}
+	return common.HexToHash(str), nil
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // Store is what the invoice service needs from the shared database.
@@ -41,6 +42,9 @@ type Store interface {
 	GetServiceWallet(ctx context.Context, addr common.Address) (store.ServiceWallet, error)
 	ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]store.LedgerEntry, error)
 	InsertEvent(ctx context.Context, e *store.Event) error
+	// A merchant-paid outbound's named transaction is checked against
+	// the index (store.TransfersOf).
+	store.TransferReader
 }
 
 // MaxAmountWei is the largest invoice amount accepted by default: 10^27 wei,
@@ -464,12 +468,20 @@ type MerchantUpdate struct {
 	// Tolerance replaces the underpayment tolerance of fiat invoices
 	// created from now on (open invoices keep theirs).
 	Tolerance *store.MerchantTolerance
+	// ChangedBy says who makes the change, recorded in the
+	// merchant.settlement_address_changed event when SettlementAddress
+	// changes ("owner_key", "operator", "user:<id>"). Defaults to "owner_key".
+	ChangedBy string
 }
 
 // UpdateMerchant applies u to merchant id and returns the result. The
 // webhook URL and settlement address it sets must pass Config.Merchants;
 // those checks (a database lookup, a chain call) run before the update's
-// transaction, so that no row lock waits on the chain.
+// transaction, so that no row lock waits on the chain. A new settlement
+// address — where every sweep goes from now on — is written with its
+// merchant.settlement_address_changed event in the same transaction and
+// logged; who may change it is the caller's decision (the HTTP API: the
+// merchant's own key only).
 func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate) (store.Merchant, error) {
 	if u.WebhookURL != nil {
 		if err := validateWebhookURL(*u.WebhookURL); err != nil {
@@ -482,7 +494,19 @@ func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate
 	if err := s.cfg.Merchants.check(ctx, s.st, u.WebhookURL, u.SettlementAddress); err != nil {
 		return store.Merchant{}, err
 	}
-	return s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+	var change *api.SettlementAddressChange
+	m, err := s.changeMerchant(ctx, id, func(tx store.Tx, m *store.Merchant) error {
+		if u.SettlementAddress != nil && *u.SettlementAddress != m.SettlementAddress {
+			change = &api.SettlementAddressChange{MerchantID: m.ID, Previous: store.ChecksumAddress(m.SettlementAddress),
+				Current: store.ChecksumAddress(*u.SettlementAddress), ChangedBy: cmp.Or(u.ChangedBy, "owner_key"), ChangedAt: s.now()}
+			ev, err := api.SettlementAddressChangedEvent(*change)
+			if err != nil {
+				return err
+			}
+			if err := tx.InsertEvent(ctx, &ev); err != nil {
+				return err
+			}
+		}
 		if u.Name != nil {
 			m.Name = *u.Name
 		}
@@ -500,6 +524,12 @@ func (s *Service) UpdateMerchant(ctx context.Context, id int64, u MerchantUpdate
 		}
 		return validateMerchant(m.Name, m.WebhookURL, m.SettlementAddress)
 	})
+	if err == nil && change != nil {
+		s.log.WarnContext(ctx, "invoice: settlement address changed: every sweep goes to the new address from now on",
+			slog.Int64("merchant_id", id), slog.String("previous", change.Previous.String()),
+			slog.String("settlement_address", change.Current.String()), slog.String("changed_by", change.ChangedBy))
+	}
+	return m, err
 }
 
 // RotateAPIKey gives merchant id a new api_key, shown once. The old key
@@ -517,7 +547,7 @@ func (s *Service) RotateAPIKey(ctx context.Context, id int64) (store.Merchant, s
 func (s *Service) rotateAPIKeyFrom(ctx context.Context, id int64, current []byte) (store.Merchant, string, error) {
 	var key string
 	var old []byte
-	m, err := s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+	m, err := s.changeMerchant(ctx, id, func(_ store.Tx, m *store.Merchant) error {
 		if current != nil && subtle.ConstantTimeCompare(m.APIKeyDigest, current) != 1 {
 			return ErrUnauthorized
 		}
@@ -540,7 +570,7 @@ func (s *Service) rotateAPIKeyFrom(ctx context.Context, id int64, current []byte
 // Webhooks are signed with it from the next attempt on.
 func (s *Service) RotateWebhookSecret(ctx context.Context, id int64) (store.Merchant, string, error) {
 	var secret string
-	m, err := s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+	m, err := s.changeMerchant(ctx, id, func(_ store.Tx, m *store.Merchant) error {
 		sec, err := newWebhookSecret()
 		if err != nil {
 			return err
@@ -560,7 +590,7 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, id int64) (store.Merc
 
 // DisableMerchant makes every credential of merchant id invalid at once.
 func (s *Service) DisableMerchant(ctx context.Context, id int64) (store.Merchant, error) {
-	return s.changeMerchant(ctx, id, func(m *store.Merchant) error {
+	return s.changeMerchant(ctx, id, func(_ store.Tx, m *store.Merchant) error {
 		if m.DisabledAt == nil {
 			now := s.now()
 			m.DisabledAt = &now
@@ -571,14 +601,14 @@ func (s *Service) DisableMerchant(ctx context.Context, id int64) (store.Merchant
 
 // changeMerchant reads merchant id under a row lock, applies change and
 // writes it back in one transaction.
-func (s *Service) changeMerchant(ctx context.Context, id int64, change func(*store.Merchant) error) (store.Merchant, error) {
+func (s *Service) changeMerchant(ctx context.Context, id int64, change func(store.Tx, *store.Merchant) error) (store.Merchant, error) {
 	var m store.Merchant
 	err := s.st.InTx(ctx, func(tx store.Tx) error {
 		var err error
 		if m, err = tx.GetMerchantForUpdate(ctx, id); err != nil {
 			return err
 		}
-		if err := change(&m); err != nil {
+		if err := change(tx, &m); err != nil {
 			return err
 		}
 		m.UpdatedAt = s.now()

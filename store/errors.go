@@ -12,6 +12,10 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrLocked: a named lock is held by another process.
 	ErrLocked = errors.New("lock held by another process")
+	// ErrInvariant: the database refused a change that would break a rule
+	// it enforces itself (a check constraint or a trigger), such as a
+	// merchant-paid outbound settled by the service's own transfer.
+	ErrInvariant = errors.New("refused by a database invariant")
 	// ErrUnavailable: the database cannot be reached or cannot write.
 	ErrUnavailable = errors.New("database unavailable")
 )

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -170,6 +172,10 @@ type Outbound struct {
 	UpdatedAt     time.Time  `db:"updated_at"`
 	BroadcastAt   *time.Time `db:"broadcast_at"`
 	ConfirmedAt   *time.Time `db:"confirmed_at"`
+	// SubmittedTxHash is the transaction a merchant named as the payment
+	// of its merchant-paid request; the engine takes it once indexed if it
+	// pays the request (docs/refunds.md). Nil when none was named.
+	SubmittedTxHash *common.Hash `db:"submitted_tx_hash"`
 	// Version increases with every update (optimistic concurrency).
 	Version int64 `db:"version"`
 }
@@ -233,8 +239,11 @@ const (
 	// ScopeApprove: approve or reject refunds and payouts waiting for
 	// approval (never one the same key made).
 	ScopeApprove = "approve"
-	// ScopeAdmin: manage the merchant — profile, credentials, API keys,
-	// branding, payout settings, webhook replays.
+	// ScopeAdmin: manage the merchant's profile (name, webhook_url,
+	// underpayment tolerance), its webhook secret, branding and webhook
+	// deliveries (replays). Never where the money goes: the settlement
+	// address, API keys and payout settings are the merchant's own key's
+	// alone (the owner).
 	ScopeAdmin = "admin"
 )
 
@@ -314,8 +323,16 @@ type PayoutPolicy struct {
 	// AllowlistEnabled restricts payouts (not refunds) to Allowlist.
 	AllowlistEnabled bool
 	Allowlist        []common.Address
-	UpdatedAt        time.Time
+	// PayingWallets are the merchant's own wallets that pay its
+	// merchant-paid refunds and payouts: a transfer from one of them of
+	// exactly a request's asset and amount to its destination is taken as
+	// that request's payment without being named (docs/refunds.md).
+	PayingWallets []common.Address
+	UpdatedAt     time.Time
 }
+
+// Pays reports whether from is one of the merchant's paying wallets.
+func (p PayoutPolicy) Pays(from common.Address) bool { return slices.Contains(p.PayingWallets, from) }
 
 // For returns the policy of an asset (the zero AssetPolicy when none).
 func (p PayoutPolicy) For(token *common.Address) AssetPolicy {
@@ -354,4 +371,69 @@ type ServiceWallet struct {
 	// the wallet's ledger balance is that opening balance plus the entries
 	// of later blocks. Nil before the ledger started.
 	LedgerFromBlock *uint64 `db:"ledger_from_block"`
+}
+
+// Why a transfer does not pay a merchant-paid request (PaysRequest,
+// matchSubmitted): the outbound's Error quotes them.
+var (
+	// ErrNotThisRequest: the transfer is not of exactly the requested
+	// asset and amount to the destination.
+	ErrNotThisRequest = errors.New("none of its transfers is of exactly the requested asset and amount to the destination")
+	// ErrSentByService: the transfer was sent by the service (a wallet it
+	// holds, or a transaction it signed): it pays no merchant-paid request.
+	ErrSentByService = errors.New("it was sent by a wallet of this service, not by the merchant")
+	// ErrTransferTaken: the transfer already pays another refund or payout.
+	ErrTransferTaken = errors.New("it already pays another refund or payout")
+	// ErrBeforeRequest: the transfer was mined before the request was made.
+	ErrBeforeRequest = errors.New("it was mined before the request was made")
+)
+
+// PaidWith returns nil when tr moves exactly o's asset and amount to o's
+// destination in a block after o was made, else why not. It does not look
+// at who sent it (OutboundStore.SentByService, the merchant's paying
+// wallets) nor whether another outbound has it.
+func (o Outbound) PaidWith(tr InboundTransfer) error {
+	if o.Destination == nil || tr.To != *o.Destination || !SameToken(tr.Token, o.TokenAddress) ||
+		tr.Amount.Cmp(o.Amount) != 0 {
+		return ErrNotThisRequest
+	}
+	if tr.BlockNumber <= o.CreatedBlock {
+		return ErrBeforeRequest
+	}
+	return nil
+}
+
+// TransferReader reads a transaction's transfers from the index (the
+// chain store's methods).
+type TransferReader interface {
+	GetTx(ctx context.Context, hash common.Hash) (Transaction, error)
+	ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]TokenTransfer, error)
+}
+
+// TransfersOf returns the indexed transfers of transaction h — its native
+// value, if any, and its token Transfer logs — and whether h is indexed
+// at all.
+func TransfersOf(ctx context.Context, st TransferReader, h common.Hash) ([]InboundTransfer, bool, error) {
+	t, err := st.GetTx(ctx, h)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var out []InboundTransfer
+	if t.To != nil && !t.ValueWei.IsZero() {
+		out = append(out, InboundTransfer{TxHash: h, BlockNumber: t.BlockNumber, TxIndex: t.Index,
+			From: t.From, To: *t.To, Amount: t.ValueWei})
+	}
+	logs, err := st.ListTokenTransfersByTx(ctx, h)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, l := range logs {
+		token, li := l.Token, l.LogIndex
+		out = append(out, InboundTransfer{TxHash: h, LogIndex: &li, BlockNumber: l.BlockNumber, TxIndex: l.TxIndex,
+			Token: &token, From: l.From, To: l.To, Amount: l.Value})
+	}
+	return out, true, nil
 }

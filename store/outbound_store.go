@@ -69,9 +69,16 @@ type OutboundStore interface {
 	GetOutboundByClaimTokenHash(ctx context.Context, hash []byte) (Outbound, error)
 	// UpdateOutbound writes every mutable field of o if its Version still
 	// matches, then increments o.Version. ErrConflict when it changed
-	// since it was read, or when a merchant-paid outbound would be matched
-	// to a transfer another one already has.
+	// since it was read, or when the transfer it names (TxHash, LogIndex)
+	// is already another outbound's; ErrInvariant when a merchant-paid
+	// outbound would be settled by a transfer SentByService.
 	UpdateOutbound(ctx context.Context, o *Outbound) error
+	// SentByService reports whether a transfer belongs to the service: its
+	// transaction is one the service signed (sweep_txs), or its sender is
+	// an address the service holds the key of (a deposit address, archived
+	// or not, or a service wallet). Such a transfer never pays a
+	// merchant-paid outbound; the database refuses the match too.
+	SentByService(ctx context.Context, txHash common.Hash, from common.Address) (bool, error)
 	ListOutbounds(ctx context.Context, f OutboundFilter) ([]Outbound, error)
 	// ClaimOutbounds leases up to limit outbounds the engine has work on
 	// (QUEUED, AWAITING_PAYMENT, BROADCAST; next_attempt_at unset or ≤

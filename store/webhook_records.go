@@ -13,6 +13,12 @@ const (
 	EventInvoiceUnderpaid   = "invoice.underpaid"
 	EventInvoiceReverted    = "invoice.reverted"
 	EventInvoiceSweepFailed = "invoice.sweep_failed"
+
+	// EventSettlementAddressChanged: the merchant's settlement address —
+	// where every sweep sends its money — was changed (by the merchant's
+	// owner). Its data is store/api's SettlementAddressChange; it has no
+	// invoice (0).
+	EventSettlementAddressChanged = "merchant.settlement_address_changed"
 )
 
 // EventTypes returns every event type, in the order merchants meet them:
@@ -23,7 +29,7 @@ func EventTypes() []string {
 		EventInvoiceUnderpaid, EventInvoicePaid, EventInvoiceOverpaid, EventInvoiceWrongAsset,
 		EventInvoiceConfirmed, EventInvoiceSettled, EventInvoiceExpired, EventInvoiceLatePayment,
 		EventInvoiceReverted, EventInvoiceSweepFailed,
-	}, OutboundEventTypes()...)
+	}, append(OutboundEventTypes(), EventSettlementAddressChanged)...)
 }
 
 // Event is an outbox entry written in the same database transaction as the

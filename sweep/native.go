@@ -35,6 +35,10 @@ func (s *Sweeper) advanceNative(ctx context.Context, p *pass, inv store.Invoice,
 		if err != nil || o.swept == nil {
 			return o, err
 		}
+		// The gas refunds from the deposit left there stays with the
+		// sweep's own: the invoice's dust.
+		dust := new(big.Int).Add(o.swept.dust.Big(), refundGasLeftOf(txs, inv.DepositAddress))
+		o.swept.dust = amountOf(dust)
 		if w, done, err := s.sweepWrongTokens(ctx, p, inv); err != nil || !done {
 			return w, err
 		}
@@ -81,7 +85,12 @@ func (s *Sweeper) prepareNative(ctx context.Context, p *pass, inv store.Invoice,
 	if err != nil {
 		return sendPlan{}, "", err
 	}
+	left, err := s.refundGasLeft(ctx, inv)
+	if err != nil {
+		return sendPlan{}, "", err
+	}
 	value := new(big.Int).Sub(bal, funded)
+	value.Sub(value, left)
 	if value.Sign() <= 0 {
 		return sendPlan{}, ReasonNothingToSweep, nil
 	}
@@ -92,6 +101,40 @@ func (s *Sweeper) prepareNative(ctx context.Context, p *pass, inv store.Invoice,
 		}
 		return s.sendSweep(ctx, p, inv, guard(store.SweepSent), to, value, f, nil)
 	}}, "", nil
+}
+
+// refundGasLeft is the service's gas money that refunds sent from the
+// deposit address left there: what their mined gas fundings brought minus
+// the fees of their mined sends. It is never swept to the merchant (the
+// merchant receives exactly what the payer sent, less what was refunded);
+// it stays at the deposit address with the sweep's own unspent gas, and
+// the invoice's dust_wei counts both.
+func (s *Sweeper) refundGasLeft(ctx context.Context, inv store.Invoice) (*big.Int, error) {
+	txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)
+	if err != nil {
+		return nil, err
+	}
+	return refundGasLeftOf(txs, inv.DepositAddress), nil
+}
+
+// refundGasLeftOf is refundGasLeft over an invoice's transactions.
+func refundGasLeftOf(txs []store.SweepTx, deposit common.Address) *big.Int {
+	left := new(big.Int)
+	for _, t := range txs {
+		if t.OutboundID == nil || t.Status != store.SweepTxMined {
+			continue
+		}
+		switch {
+		case t.Kind == store.SweepTxFunding && t.To == deposit:
+			left.Add(left, t.ValueWei.Big())
+		case t.Kind == store.SweepTxOutbound && t.From == deposit && t.FeeWei != nil:
+			left.Sub(left, t.FeeWei.Big())
+		}
+	}
+	if left.Sign() < 0 {
+		left.SetInt64(0)
+	}
+	return left
 }
 
 // fundingPending reports a live funding not yet mined.
@@ -202,7 +245,12 @@ func (s *Sweeper) deductSweep(ctx context.Context, p *pass, inv store.Invoice, g
 	if bal.Sign() == 0 {
 		return failWith(ReasonNothingToSweep), nil
 	}
+	left, err := s.refundGasLeft(ctx, inv)
+	if err != nil {
+		return outcome{}, err
+	}
 	value := new(big.Int).Sub(bal, gasCost(transferGas, f.cap))
+	value.Sub(value, left)
 	if value.Sign() <= 0 {
 		return failWith(ReasonBalanceBelowGas), nil
 	}

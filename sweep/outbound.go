@@ -207,6 +207,9 @@ type obOutcome struct {
 	block    *uint64
 	from     *common.Address
 	clearTx  bool
+	// dropSubmitted forgets the transaction the merchant named, if it is
+	// still this one (it does not pay the request).
+	dropSubmitted *common.Hash
 	// entries are ledger entries written with the outcome (a merchant-paid
 	// transfer, once confirmed).
 	entries []store.LedgerEntry
@@ -268,6 +271,9 @@ func (s *Sweeper) settleOutbound(ctx context.Context, p *pass, claimed store.Out
 		}
 		if out.clearTx {
 			o.TxHash, o.LogIndex, o.BlockNumber, o.FromAddress, o.BroadcastAt = nil, nil, nil, nil, nil
+		}
+		if d := out.dropSubmitted; d != nil && o.SubmittedTxHash != nil && *o.SubmittedTxHash == *d {
+			o.SubmittedTxHash = nil
 		}
 		if out.txHash != nil {
 			o.TxHash = out.txHash

@@ -13,12 +13,17 @@ import (
 )
 
 // advanceMerchantPaid follows a refund or payout the merchant pays itself
-// (its payment request: exactly the amount to the destination): the first
-// indexed transfer of exactly that asset and amount to the destination,
-// from any address, in a block after the request was made, and not
-// already taken by another outbound (the database's unique index decides),
-// is its payment; it is confirmed with the configured confirmations, and
-// forgotten again if a reorg removes it before.
+// (its payment request: exactly the amount to the destination). Its
+// payment is one transfer of exactly that asset and amount to the
+// destination, in a block after the request was made, that the service
+// did not send and that no other outbound has (the database enforces
+// both), and that the merchant vouched for: sent from one of its paying
+// wallets (payout settings), or the transaction it named
+// (SubmittedTxHash): Outbound.PaidWith and Store.SentByService. A transfer from anyone else is not taken: another
+// merchant's customer, or the payee, may send the same amount to the same
+// address (docs/refunds.md, "Which transfer pays a merchant-paid
+// request"). The outbound is confirmed with the configured confirmations,
+// and forgotten again if a reorg removes its transfer before.
 func (s *Sweeper) advanceMerchantPaid(ctx context.Context, p *pass, o store.Outbound) (obOutcome, error) {
 	head, err := s.st.LatestBlock(ctx)
 	if errors.Is(err, store.ErrNotFound) {
@@ -63,15 +68,32 @@ func (s *Sweeper) advanceMerchantPaid(ctx context.Context, p *pass, o store.Outb
 	return obOutcome{status: store.OutboundConfirmed, block: &block, entries: []store.LedgerEntry{entry}}, nil
 }
 
-// matchMerchantPayment looks for the merchant's transfer and takes the
-// first one no other outbound has.
+// matchMerchantPayment looks for the merchant's transfer: the named
+// transaction when there is one, else the first transfer from one of the
+// merchant's paying wallets that no other outbound has.
 func (s *Sweeper) matchMerchantPayment(ctx context.Context, p *pass, o store.Outbound, head uint64) (obOutcome, error) {
+	if o.SubmittedTxHash != nil {
+		return s.matchSubmitted(ctx, p, o)
+	}
+	policy, err := s.st.GetPayoutPolicy(ctx, o.MerchantID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && len(policy.PayingWallets) == 0) {
+		return obOutcome{}, nil // it waits for the merchant to name its transaction
+	}
+	if err != nil {
+		return obOutcome{}, err
+	}
 	trs, err := s.st.ListInboundTransfers(ctx, []common.Address{*o.Destination}, o.CreatedBlock+1, head)
 	if err != nil {
 		return obOutcome{}, err
 	}
 	for _, tr := range trs {
-		if !store.SameToken(tr.Token, o.TokenAddress) || tr.Amount.Cmp(o.Amount) != 0 {
+		if o.PaidWith(tr) != nil || !policy.Pays(tr.From) {
+			continue
+		}
+		if svc, err := s.st.SentByService(ctx, tr.TxHash, tr.From); err != nil || svc {
+			if err != nil {
+				return obOutcome{}, err
+			}
 			continue
 		}
 		taken, err := s.takeTransfer(ctx, p, o.ID, tr)
@@ -83,6 +105,43 @@ func (s *Sweeper) matchMerchantPayment(ctx context.Context, p *pass, o store.Out
 		}
 	}
 	return obOutcome{}, nil
+}
+
+// matchSubmitted checks the transaction the merchant named once it is
+// indexed: it is taken when one of its transfers pays the request;
+// otherwise the name is dropped, with the reason in Error, and the
+// outbound waits for another.
+func (s *Sweeper) matchSubmitted(ctx context.Context, p *pass, o store.Outbound) (obOutcome, error) {
+	trs, indexed, err := store.TransfersOf(ctx, s.st, *o.SubmittedTxHash)
+	if err != nil || !indexed {
+		return obOutcome{}, err
+	}
+	why := store.ErrNotThisRequest
+	for _, tr := range trs {
+		if why = o.PaidWith(tr); why != nil {
+			continue
+		}
+		svc, err := s.st.SentByService(ctx, tr.TxHash, tr.From)
+		if err != nil {
+			return obOutcome{}, err
+		}
+		if svc {
+			why = store.ErrSentByService
+			continue
+		}
+		taken, err := s.takeTransfer(ctx, p, o.ID, tr)
+		if err != nil {
+			return obOutcome{}, err
+		}
+		if taken {
+			return obOutcome{}, nil
+		}
+		why = store.ErrTransferTaken
+	}
+	text := "the transaction " + o.SubmittedTxHash.Hex() + " named as its payment does not pay it: " + why.Error()
+	s.log.WarnContext(ctx, "sweep: a merchant-paid outbound's named transaction does not pay it",
+		slog.Int64("outbound_id", o.ID), slog.String("tx_hash", o.SubmittedTxHash.Hex()), slog.String("reason", why.Error()))
+	return obOutcome{errText: &text, dropSubmitted: o.SubmittedTxHash}, nil
 }
 
 // takeTransfer records tr as the outbound's payment (BROADCAST, with its
@@ -105,8 +164,8 @@ func (s *Sweeper) takeTransfer(ctx context.Context, p *pass, id int64, tr store.
 		}
 		return tx.InsertEvent(ctx, &ev)
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return false, nil // the transfer settles another outbound
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvariant) {
+		return false, nil // the transfer settles another outbound, or is the service's (the database refuses)
 	}
 	if err == nil {
 		s.log.InfoContext(ctx, "sweep: merchant-paid outbound seen on chain", slog.Int64("outbound_id", id),

@@ -172,7 +172,9 @@ func TestOutbound_RefundOverpaymentFromTheDeposit_BeforeTheSweep(t *testing.T) {
 	swept := e.invoice(inv.ID)
 	require.Equal(t, store.StatusSettled, swept.Status)
 	require.Equal(t, 0, swept.SweptWei.Cmp(amountOf(e.balance(e.merchant.SettlementAddress))))
-	require.GreaterOrEqual(t, e.balance(e.merchant.SettlementAddress).Cmp(eth(3)), 0, "the merchant got at least the invoice's amount")
+	require.Equal(t, eth(3).String(), e.balance(e.merchant.SettlementAddress).String(),
+		"the merchant got exactly what the payer paid less the refund: none of the refund's gas money")
+	require.Equal(t, 0, swept.DustWei.Cmp(amountOf(e.balance(inv.DepositAddress))), "the unspent gas stays at the deposit, as its dust")
 	require.EqualValues(t, 2, e.nonce(inv.DepositAddress), "the refund, then the sweep from the next nonce")
 	sweep := e.oneOf(inv.ID, store.SweepTxSweep)
 	require.EqualValues(t, 1, sweep.Nonce)
@@ -302,9 +304,9 @@ func TestOutbound_ReorgOfTheSend_SameTransactionAgainLedgerReversedAndRewritten(
 }
 
 // A merchant-paid refund: the merchant's transfer of exactly the amount to
-// the destination, from any address, after the request, is recognised and
-// confirmed; a transfer before the request, or of another amount, is not;
-// one transfer settles one outbound.
+// the destination, from one of its paying wallets, after the request, is
+// recognised and confirmed; a transfer before the request, or of another
+// amount, or from anyone else, is not; one transfer settles one outbound.
 func TestOutbound_MerchantPaid_RecognisedOnChainOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -322,8 +324,10 @@ func TestOutbound_MerchantPaid_RecognisedOnChainOnce(t *testing.T) {
 	a, b := mk(), mk()
 	merchantWallet, err := crypto.GenerateKey()
 	require.NoError(t, err)
+	e.payingWallets(e.merchant.ID, crypto.PubkeyToAddress(merchantWallet.PublicKey))
 	e.sendFrom(e.payerKey, crypto.PubkeyToAddress(merchantWallet.PublicKey), eth(5))
 	e.sim.Commit()
+	e.sendFrom(e.payerKey, dest, eth(1))     // not the merchant's wallet
 	e.sendFrom(merchantWallet, dest, eth(2)) // another amount
 	e.sim.Commit()
 	h := e.sendFrom(merchantWallet, dest, eth(1))

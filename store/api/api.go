@@ -221,6 +221,31 @@ type Merchant struct {
 	UnderpaymentTolerance MerchantTolerance `json:"underpayment_tolerance"`
 }
 
+// SettlementAddressChange is the data of a
+// merchant.settlement_address_changed event: where sweeps went before and
+// where they go from now on, who changed it and when.
+type SettlementAddressChange struct {
+	MerchantID int64                 `json:"merchant_id"`
+	Previous   store.ChecksumAddress `json:"previous_settlement_address"`
+	Current    store.ChecksumAddress `json:"settlement_address"`
+	// ChangedBy says who made the change: "owner_key" (the merchant's own
+	// API key), "operator", or a dashboard user ("user:<id>").
+	ChangedBy string    `json:"changed_by"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// SettlementAddressChangedEvent is the event of a settlement address
+// change, written in the transaction that makes it.
+func SettlementAddressChangedEvent(c SettlementAddressChange) (store.Event, error) {
+	c.ChangedAt = c.ChangedAt.UTC()
+	data, err := json.Marshal(c)
+	if err != nil {
+		return store.Event{}, err
+	}
+	return store.Event{Type: store.EventSettlementAddressChanged, MerchantID: c.MerchantID, Data: data,
+		CreatedAt: c.ChangedAt}, nil
+}
+
 // MerchantTolerance is a merchant's underpayment tolerance: a percentage
 // of the price and absolute amounts, at most one per currency.
 type MerchantTolerance struct {

@@ -51,13 +51,17 @@ type Outbound struct {
 	// TxHash is its transaction once signed (or, merchant-paid, seen);
 	// LogIndex that of a token transfer recognised; BlockNumber its block
 	// once mined.
-	TxHash      *common.Hash `json:"tx_hash"`
-	LogIndex    *int         `json:"log_index,omitempty"`
-	BlockNumber *uint64      `json:"block_number,omitempty"`
-	CreatedAt   time.Time    `json:"created_at"`
-	UpdatedAt   time.Time    `json:"updated_at"`
-	BroadcastAt *time.Time   `json:"broadcast_at,omitempty"`
-	ConfirmedAt *time.Time   `json:"confirmed_at,omitempty"`
+	TxHash   *common.Hash `json:"tx_hash"`
+	LogIndex *int         `json:"log_index,omitempty"`
+	// SubmittedTxHash is the transaction the merchant named as a
+	// merchant-paid one's payment, until it is taken (then TxHash) or
+	// found not to pay it (then Error says why).
+	SubmittedTxHash *common.Hash `json:"submitted_tx_hash,omitempty"`
+	BlockNumber     *uint64      `json:"block_number,omitempty"`
+	CreatedAt       time.Time    `json:"created_at"`
+	UpdatedAt       time.Time    `json:"updated_at"`
+	BroadcastAt     *time.Time   `json:"broadcast_at,omitempty"`
+	ConfirmedAt     *time.Time   `json:"confirmed_at,omitempty"`
 }
 
 // OutboundFiat is the fiat side of an outbound asked for in fiat.
@@ -84,7 +88,7 @@ func NewOutbound(o store.Outbound) Outbound {
 		Error: o.Error, NeedsApproval: o.NeedsApproval, CreatedByKey: o.CreatedByKey, ApprovedByKey: o.ApprovedByKey,
 		ApprovedAt: utc(o.ApprovedAt), TxHash: o.TxHash, LogIndex: o.LogIndex, BlockNumber: o.BlockNumber,
 		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(), BroadcastAt: utc(o.BroadcastAt),
-		ConfirmedAt: utc(o.ConfirmedAt),
+		ConfirmedAt: utc(o.ConfirmedAt), SubmittedTxHash: o.SubmittedTxHash,
 	}
 	if o.Destination != nil {
 		d := store.ChecksumAddress(*o.Destination)

@@ -123,6 +123,9 @@ func classify(err error) error {
 	if e := pq.As(err, pqerror.UniqueViolation); e != nil {
 		return store.ErrConflict
 	}
+	if e := pq.As(err, pqerror.CheckViolation); e != nil {
+		return store.ErrInvariant
+	}
 	if e := pq.As(err); e != nil {
 		switch {
 		case e.Code.Class() == pqerror.ClassConnectionException,

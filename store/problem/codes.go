@@ -71,6 +71,7 @@ const (
 	CodeDestinationReserved = "destination_reserved"    // 422: an address of this service
 	CodeDestinationContract = "destination_contract"    // 422: a contract (native transfers are plain 21,000-gas sends)
 	CodeFiatUnavailable     = "fiat_unavailable"        // 422: no locked quote or current rate to convert a fiat amount
+	CodeTransferMismatch    = "transfer_mismatch"       // 422: the named transaction does not pay the merchant-paid request
 )
 
 // statuses is the table: every code and its HTTP status.
@@ -104,7 +105,7 @@ var statuses = map[string]int{
 	CodeRefundExceeds: http.StatusUnprocessableEntity, CodeNothingToRefund: http.StatusUnprocessableEntity,
 	CodeLimitExceeded: http.StatusUnprocessableEntity, CodeDestinationRefused: http.StatusUnprocessableEntity,
 	CodeDestinationReserved: http.StatusUnprocessableEntity, CodeDestinationContract: http.StatusUnprocessableEntity,
-	CodeFiatUnavailable: http.StatusUnprocessableEntity,
+	CodeFiatUnavailable: http.StatusUnprocessableEntity, CodeTransferMismatch: http.StatusUnprocessableEntity,
 }
 
 // Status returns a code's HTTP status: 500 for a code not in the table

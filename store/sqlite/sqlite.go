@@ -109,6 +109,8 @@ func classify(err error) error {
 	switch e.Code() {
 	case sqlite3lib.SQLITE_CONSTRAINT_UNIQUE, sqlite3lib.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return store.ErrConflict
+	case sqlite3lib.SQLITE_CONSTRAINT_CHECK, sqlite3lib.SQLITE_CONSTRAINT_TRIGGER:
+		return store.ErrInvariant
 	}
 	switch e.Code() & 0xff {
 	case sqlite3lib.SQLITE_FULL, sqlite3lib.SQLITE_IOERR, sqlite3lib.SQLITE_CANTOPEN,

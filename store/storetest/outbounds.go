@@ -17,6 +17,8 @@ func outboundTests() []test {
 		{"Outbound_List", testOutboundList},
 		{"Outbound_ClaimConcurrently", testOutboundClaim},
 		{"Outbound_TransferMatchesOneMerchantPaidOutbound", testOutboundMatchedOnce},
+		{"Outbound_OneTransferOneOutboundWhoeverPays", testOutboundTransferOnceWhoeverPays},
+		{"Outbound_MerchantPaid_ServiceTransferRefused", testOutboundServiceTransferRefused},
 		{"Outbound_SweepTxs", testOutboundSweepTxs},
 		{"APIKey_CreateLookupRevoke", testAPIKeys},
 		{"PayoutPolicy_PutGet", testPayoutPolicy},
@@ -199,6 +201,73 @@ func testOutboundMatchedOnce(t *testing.T, st store.Store) {
 	require.NoError(t, st.UpdateOutbound(ctx, &b))
 }
 
+// One transfer settles at most one outbound, service-paid ones included
+// (issue #32: a service-paid payout's transaction also confirmed a
+// merchant-paid request).
+func testOutboundTransferOnceWhoeverPays(t *testing.T, st store.Store) {
+	m, other := newMerchant(t, st), newMerchant(t, st)
+	h := randHash()
+	sent := newOutbound(t, st, m)
+	sent.TxHash, sent.Status = &h, store.OutboundBroadcast
+	require.NoError(t, st.UpdateOutbound(ctx, &sent))
+	for _, owner := range []store.Merchant{m, other} {
+		asked := newOutbound(t, st, owner, func(o *store.Outbound) { o.PaidBy, o.Status = store.PaidByMerchant, store.OutboundAwaitingPayment })
+		asked.TxHash, asked.Status = &h, store.OutboundBroadcast
+		require.ErrorIs(t, st.UpdateOutbound(ctx, &asked), store.ErrConflict, "the transfer is the service-paid outbound's")
+		again := newOutbound(t, st, owner)
+		again.TxHash, again.Status = &h, store.OutboundBroadcast
+		require.ErrorIs(t, st.UpdateOutbound(ctx, &again), store.ErrConflict)
+	}
+}
+
+// A transfer the service sent — a transaction it signed, or one from an
+// address it holds the key of — settles no merchant-paid outbound: the
+// database refuses it (ErrInvariant), and SentByService says so first.
+func testOutboundServiceTransferRefused(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	inv := newInvoice(t, st, m.ID)
+	wallet := randAddr()
+	require.NoError(t, st.RegisterServiceWallet(ctx, store.ServiceWallet{Address: wallet, Role: store.WalletPayout,
+		MerchantID: &m.ID, CreatedAt: now()}))
+	signed := newSweepTx(t, st, store.SweepTxOutbound, nil, randAddr(), randAddr(), 0, store.SweepTxMined)
+	merchantWallet := randAddr()
+	for _, c := range []struct {
+		name string
+		h    common.Hash
+		from common.Address
+	}{
+		{"a transaction the service signed", signed.TxHash, merchantWallet},
+		{"from a payout wallet", randHash(), wallet},
+		{"from a deposit address", randHash(), inv.DepositAddress},
+	} {
+		svc, err := st.SentByService(ctx, c.h, c.from)
+		require.NoError(t, err)
+		require.True(t, svc, c.name)
+		o := newOutbound(t, st, m, func(o *store.Outbound) { o.PaidBy, o.Status = store.PaidByMerchant, store.OutboundAwaitingPayment })
+		h, from := c.h, c.from
+		o.TxHash, o.FromAddress, o.Status = &h, &from, store.OutboundBroadcast
+		require.ErrorIs(t, st.UpdateOutbound(ctx, &o), store.ErrInvariant, c.name)
+		got, err := st.GetOutbound(ctx, o.ID)
+		require.NoError(t, err)
+		require.Nil(t, got.TxHash, "nothing half-written")
+		// Created matched, it is refused alike.
+		err = st.CreateOutbound(ctx, &store.Outbound{Kind: store.OutboundPayout, MerchantID: m.ID, Amount: store.NewAmount(1),
+			AssetSymbol: "ETH", AssetDecimals: 18, Destination: ptr(randAddr()), PaidBy: store.PaidByMerchant,
+			Status: store.OutboundBroadcast, TxHash: &h, FromAddress: &from, CreatedAt: now(), UpdatedAt: now()})
+		require.ErrorIs(t, err, store.ErrInvariant, c.name)
+	}
+	h := randHash()
+	svc, err := st.SentByService(ctx, h, merchantWallet)
+	require.NoError(t, err)
+	require.False(t, svc)
+	o := newOutbound(t, st, m, func(o *store.Outbound) { o.PaidBy, o.Status = store.PaidByMerchant, store.OutboundAwaitingPayment })
+	o.TxHash, o.FromAddress, o.Status, o.SubmittedTxHash = &h, &merchantWallet, store.OutboundBroadcast, &h
+	require.NoError(t, st.UpdateOutbound(ctx, &o), "the merchant's own transfer")
+	got, err := st.GetOutbound(ctx, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, h, *got.SubmittedTxHash)
+}
+
 func testOutboundSweepTxs(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	o := newOutbound(t, st, m)
@@ -266,10 +335,12 @@ func testPayoutPolicy(t *testing.T, st store.Store) {
 	p := store.PayoutPolicy{MerchantID: m.ID, Assets: []store.AssetPolicy{
 		{ApprovalThreshold: ptr(maxUint256()), DailyLimit: ptr(store.NewAmount(5))},
 		{Token: &token, Reserve: ptr(store.NewAmount(100))},
-	}, AllowlistEnabled: true, Allowlist: []common.Address{allowed}, UpdatedAt: now()}
+	}, AllowlistEnabled: true, Allowlist: []common.Address{allowed}, PayingWallets: []common.Address{allowed}, UpdatedAt: now()}
 	require.NoError(t, st.PutPayoutPolicy(ctx, p))
 	got, err := st.GetPayoutPolicy(ctx, m.ID)
 	require.NoError(t, err)
+	require.True(t, got.Pays(allowed))
+	require.False(t, got.Pays(randAddr()))
 	require.Equal(t, maxUint256(), *got.For(nil).ApprovalThreshold)
 	require.Equal(t, "100", got.For(&token).Reserve.String())
 	require.Nil(t, got.For(&token).DailyLimit)

@@ -54,6 +54,7 @@ type policyJSON struct {
 	Assets           []store.AssetPolicy `json:"assets"`
 	AllowlistEnabled bool                `json:"allowlist_enabled"`
 	Allowlist        []common.Address    `json:"allowlist"`
+	PayingWallets    []common.Address    `json:"paying_wallets,omitempty"`
 }
 
 // GetPayoutPolicy implements store.PayoutPolicyStore.
@@ -72,12 +73,13 @@ func (s *Store) GetPayoutPolicy(ctx context.Context, merchantID int64) (store.Pa
 		return store.PayoutPolicy{}, fmt.Errorf("payout policy of merchant %d: %w", merchantID, err)
 	}
 	return store.PayoutPolicy{MerchantID: row.MerchantID, Assets: j.Assets, AllowlistEnabled: j.AllowlistEnabled,
-		Allowlist: j.Allowlist, UpdatedAt: row.UpdatedAt}, nil
+		Allowlist: j.Allowlist, PayingWallets: j.PayingWallets, UpdatedAt: row.UpdatedAt}, nil
 }
 
 // PutPayoutPolicy implements store.PayoutPolicyStore.
 func (s *Store) PutPayoutPolicy(ctx context.Context, p store.PayoutPolicy) error {
-	b, err := json.Marshal(policyJSON{Assets: p.Assets, AllowlistEnabled: p.AllowlistEnabled, Allowlist: p.Allowlist})
+	b, err := json.Marshal(policyJSON{Assets: p.Assets, AllowlistEnabled: p.AllowlistEnabled, Allowlist: p.Allowlist,
+		PayingWallets: p.PayingWallets})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ const outboundColumns = `id, kind, merchant_id, invoice_id, batch_id, reason, re
 	asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate, fiat_rate_kind, destination,
 	payment_uri, paid_by, source, from_address, status, error, claim_token_hash, created_by_key, needs_approval,
 	approved_by_key, approved_at, tx_hash, log_index, block_number, created_block, attempts,
-	next_attempt_at, locked_until, created_at, updated_at, broadcast_at, confirmed_at, version`
+	next_attempt_at, locked_until, created_at, updated_at, broadcast_at, confirmed_at, submitted_tx_hash, version`
 
 const selectOutbound = `SELECT ` + outboundColumns + ` FROM outbounds`
 
@@ -27,13 +27,13 @@ func (s *Store) CreateOutbound(ctx context.Context, o *store.Outbound) error {
 			fiat_rate_kind, destination, payment_uri, paid_by, source, from_address, status, error, claim_token_hash,
 			created_by_key, needs_approval, approved_by_key, approved_at, tx_hash, log_index, block_number,
 			created_block, attempts, next_attempt_at, locked_until, created_at, updated_at, broadcast_at,
-			confirmed_at, version)
+			confirmed_at, submitted_tx_hash, version)
 		VALUES (:kind, :merchant_id, :invoice_id, :batch_id, :reason, :reference, :token_address,
 			:asset_symbol, :asset_decimals, :amount, :fiat_currency, :fiat_minor, :fiat_rate, :fiat_rate_kind,
 			:destination, :payment_uri, :paid_by, :source, :from_address, :status, :error, :claim_token_hash,
 			:created_by_key, :needs_approval, :approved_by_key, :approved_at, :tx_hash, :log_index,
 			:block_number, :created_block, :attempts, :next_attempt_at, :locked_until, :created_at,
-			:updated_at, :broadcast_at, :confirmed_at, :version)
+			:updated_at, :broadcast_at, :confirmed_at, :submitted_tx_hash, :version)
 		RETURNING id`, o)
 }
 
@@ -65,7 +65,8 @@ func (s *Store) UpdateOutbound(ctx context.Context, o *store.Outbound) error {
 			approved_by_key = :approved_by_key, approved_at = :approved_at, tx_hash = :tx_hash,
 			log_index = :log_index, block_number = :block_number, attempts = :attempts,
 			next_attempt_at = :next_attempt_at, locked_until = :locked_until, updated_at = :updated_at,
-			broadcast_at = :broadcast_at, confirmed_at = :confirmed_at, version = version + 1
+			broadcast_at = :broadcast_at, confirmed_at = :confirmed_at, submitted_tx_hash = :submitted_tx_hash,
+			version = version + 1
 		WHERE id = :id AND version = :version`, o)
 	if err != nil {
 		return err
@@ -82,6 +83,18 @@ func (s *Store) UpdateOutbound(ctx context.Context, o *store.Outbound) error {
 	}
 	o.Version++
 	return nil
+}
+
+// SentByService implements store.OutboundStore: the same test as the
+// outbounds_merchant_paid_not_service trigger (migration 0150).
+func (s *Store) SentByService(ctx context.Context, txHash common.Hash, from common.Address) (bool, error) {
+	var n int
+	err := s.get(ctx, &n, `SELECT
+		(SELECT count(*) FROM sweep_txs WHERE tx_hash = ?) +
+		(SELECT count(*) FROM service_wallets WHERE address = ?) +
+		(SELECT count(*) FROM invoices WHERE deposit_address = ?) +
+		(SELECT count(*) FROM invoices_archive WHERE deposit_address = ?)`, txHash, from, from, from)
+	return n > 0, err
 }
 
 // ListOutbounds implements store.OutboundStore.
