@@ -51,10 +51,14 @@ func (s *Service) parseFiat(ms map[string]json.RawMessage) (*fiatRequest, *probl
 		return nil, problem.OfField(problem.CodeUnsupportedCurrency, "price",
 			"this service prices no invoice in a fiat currency (fiat pricing is not configured); give an asset and an amount")
 	}
-	pm, perr := members(ms["price"], "amount", "currency")
-	if perr != nil {
+	if ms["price"][0] != '{' {
 		return nil, problem.OfField(problem.CodeInvalidField, "price",
 			`price must be an object {"amount": "49.90", "currency": "EUR"}`)
+	}
+	pm, perr := members(ms["price"], "amount", "currency")
+	if perr != nil {
+		perr.Field = "price." + perr.Field
+		return nil, perr
 	}
 	amount, perr := stringMember(pm, "amount", 100)
 	if perr != nil || amount == "" {

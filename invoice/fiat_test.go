@@ -162,7 +162,7 @@ func TestCreateInvoice_FiatPrice_BadRequestsRefusedBeforeTheKey(t *testing.T) {
 		{`{"price":{"amount":"10","currency":"GBP"}}`, "unsupported_currency", "price.currency"},
 		{`{"price":{"amount":"10"}}`, "unsupported_currency", "price.currency"},
 		{`{"price":"49.90 EUR"}`, "invalid_field", "price"},
-		{`{"price":{"amount":"10","currency":"EUR","x":1}}`, "invalid_field", "price"},
+		{`{"price":{"amount":"10","currency":"EUR","x":1}}`, "unknown_field", "price.x"},
 		{`{"price":{"amount":"10","currency":"EUR"},"amount_wei":"1"}`, "invalid_field", "amount_wei"},
 		{`{"price":{"amount":"10","currency":"EUR"},"asset":"USDC"}`, "invalid_field", "asset"},
 		{`{"price":{"amount":"10","currency":"EUR"},"accept":[]}`, "invalid_field", "accept"},

@@ -1,6 +1,8 @@
 package invoice
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
@@ -115,3 +117,59 @@ func checkString(v []byte, i int) (int, error) {
 }
 
 var errLoneSurrogate = &unsafeJSON{"a string contains an unpaired UTF-16 surrogate escape (e.g. \\ud800): it is not Unicode text"}
+
+// duplicateMember returns the path ("metadata.a.b") of the first member
+// that appears twice in one object anywhere inside the valid JSON value v,
+// named from prefix; "" when there is none. RFC 8259 leaves duplicate
+// names to implementations: Go's decoder keeps the last, others the first
+// or refuse, so a body with one is refused at every depth, as the
+// top-level members are.
+func duplicateMember(v []byte, prefix string) string {
+	type frame struct {
+		object  bool
+		keys    map[string]bool
+		wantKey bool
+		path    string
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var stack []*frame
+	path := prefix // the path of the next value
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "" // the end (v is valid JSON)
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+			if name, ok := tok.(string); ok {
+				top := stack[n-1]
+				if top.keys[name] {
+					return top.path + "." + name
+				}
+				top.keys[name], top.wantKey = true, false
+				path = top.path + "." + name
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, wantKey: true, path: path})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{path: path + "[]"})
+			path += "[]"
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: an enclosing object wants its next key, an array
+		// its next element.
+		if n := len(stack); n > 0 {
+			if t := stack[n-1]; t.object {
+				t.wantKey = true
+			} else {
+				path = t.path
+			}
+		}
+	}
+}

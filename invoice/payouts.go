@@ -277,6 +277,7 @@ var outboundRoutes = []route{
 	{"PUT", "/v1/merchant/payout-settings", scopeOwner, (*Service).handlePutPayoutSettings},
 	{"GET", "/v1/merchant/payout-wallet", store.ScopeRead, (*Service).handleGetPayoutWallet},
 	{"GET", "/v1/ledger", store.ScopeRead, (*Service).handleLedger},
+	{"GET", "/v1/admin/ledger", scopeOperator, (*Service).handleAdminLedger},
 	{"GET", "/v1/public/refund", scopePublic, (*Service).handlePublicRefund},
 	{"POST", "/v1/public/refund/destination", scopePublic, (*Service).handleClaimDestination},
 }

@@ -129,29 +129,37 @@ func (s *Service) parseOutboundCommon(ms map[string]json.RawMessage, req *outbou
 	return perr
 }
 
-// parseFiat reads {"amount": "12.50", "currency": "EUR", "rate": "locked"|"current"}.
+// parseFiat reads {"amount": "12.50", "currency": "EUR", "rate": "locked"|"current"},
+// with the one strict decoder of every object (members): a member given
+// twice, in another case or unknown is refused, never picked.
 func parseFiat(raw json.RawMessage) (fiatAmount, *problem.Problem) {
 	bad := problem.OfField(problem.CodeInvalidField, "fiat",
 		`fiat must be {"amount": "12.50", "currency": "EUR", "rate": "locked" or "current"}`)
-	var v struct {
-		Amount   string `json:"amount"`
-		Currency string `json:"currency"`
-		Rate     string `json:"rate"`
-	}
-	if raw[0] != '{' || json.Unmarshal(raw, &v) != nil {
+	if raw[0] != '{' {
 		return fiatAmount{}, bad
 	}
-	if v.Rate == "" {
-		v.Rate = "locked"
+	ms, perr := members(raw, "amount", "currency", "rate")
+	if perr != nil {
+		perr.Field = "fiat." + perr.Field
+		return fiatAmount{}, perr
 	}
-	if v.Rate != "locked" && v.Rate != "current" {
+	amount, p1 := stringMember(ms, "amount", 100)
+	currency, p2 := stringMember(ms, "currency", 10)
+	rate, p3 := stringMember(ms, "rate", 10)
+	if p1 != nil || p2 != nil || p3 != nil {
 		return fiatAmount{}, bad
 	}
-	f, err := store.ParseFiat(v.Amount, v.Currency)
+	if rate == "" {
+		rate = "locked"
+	}
+	if rate != "locked" && rate != "current" {
+		return fiatAmount{}, bad
+	}
+	f, err := store.ParseFiat(amount, currency)
 	if err != nil || f.IsZero() {
 		return fiatAmount{}, problem.OfField(problem.CodeInvalidAmount, "fiat", "fiat.amount must be a positive amount of the currency, e.g. \"12.50\" EUR")
 	}
-	return fiatAmount{amount: f, rate: v.Rate}, nil
+	return fiatAmount{amount: f, rate: rate}, nil
 }
 
 // receipts is what an invoice received, with the confirmations, per asset

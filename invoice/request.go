@@ -84,6 +84,9 @@ func members(body []byte, allowed ...string) (map[string]json.RawMessage, *probl
 		if err := checkInteroperable(raw, 1); err != nil {
 			return nil, problem.OfField(problem.CodeUnsafeJSON, name, name+": "+err.Error()+"; such JSON breaks common parsers, so it is refused")
 		}
+		if dup := duplicateMember(raw, name); dup != "" {
+			return nil, problem.OfField(problem.CodeDuplicateField, dup, fmt.Sprintf("field %q appears more than once in its object", dup))
+		}
 		out[name] = raw
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {

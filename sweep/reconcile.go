@@ -237,11 +237,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, block uint64) (Reconciliatio
 				t = *b.token
 			}
 			chainBal := b.amount
-			led := ledger[balanceKey{addr: a, token: t}]
+			led, moved := ledger[balanceKey{addr: a, token: t}]
 			if led == nil {
 				led = new(big.Int)
 			}
-			if led.Sign() == 0 && chainBal.Sign() == 0 {
+			// Every asset a wallet moved or holds is compared, a balance
+			// that came back to 0 included; an asset it never touched
+			// (0 in the ledger and on chain) only for a service wallet's
+			// native coin.
+			if !moved && chainBal.Sign() == 0 && (t != (common.Address{}) || wallets[a].role == "deposit") {
 				continue
 			}
 			diff := new(big.Int).Sub(chainBal, led)

@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,11 @@ type lane struct {
 	running   int  // requests in flight
 	recording int  // attempts whose request is over, being recorded
 	probing   bool // a request to the endpoint, which is down, is in flight
+	// busy holds the subjects (subjectOf) with a request in flight: the
+	// next event of the same invoice, refund or payout waits for it, so
+	// that one subject's events reach the endpoint in the order they were
+	// written (docs/webhook.md, "Ordering").
+	busy map[string]bool
 	// depth is how many deliveries the endpoint may hold while it answers:
 	// 2 × PerEndpoint at first, doubled (up to maxDepth) each time an
 	// answer finds fewer than PerEndpoint deliveries queued, back to
@@ -97,6 +104,8 @@ type job struct {
 	merchant store.Merchant
 	// missing is set when the event or the merchant no longer exists.
 	missing string
+	// subject is what the event is about (subjectOf).
+	subject string
 	// probe: the one request to an endpoint that is down; notSent: an
 	// attempt recorded as failed without a request, because the endpoint
 	// is down and a probe is in flight.
@@ -402,7 +411,27 @@ func newJob(c store.ClaimedDelivery) *job {
 	default:
 		j.event, j.merchant = *c.Event, *c.Merchant
 	}
+	j.subject = subjectOf(c.Delivery, j.event)
 	return j
+}
+
+// subjectOf names what an event is about: its invoice for invoice.*
+// events, its refund or payout for refund.* and payout.* ones (the
+// outbound's id in its data), the merchant otherwise.
+func subjectOf(d store.Delivery, ev store.Event) string {
+	kind, _, _ := strings.Cut(d.EventType, ".")
+	switch kind {
+	case "invoice":
+		return "invoice:" + strconv.FormatInt(d.InvoiceID, 10)
+	case "refund", "payout":
+		var o struct {
+			ID int64 `json:"id"`
+		}
+		if json.Unmarshal(ev.Data, &o) == nil && o.ID != 0 {
+			return kind + ":" + strconv.FormatInt(o.ID, 10)
+		}
+	}
+	return kind
 }
 
 // release hands claimed deliveries back when Run was stopped during the
@@ -445,11 +474,20 @@ func (d *Dispatcher) schedule() {
 			if !probe && !notSent && l.running >= d.cfg.PerEndpoint {
 				break
 			}
-			j := l.queue[0]
+			// The first queued delivery whose subject has no request in
+			// flight (the queue is in due order).
+			i := slices.IndexFunc(l.queue, func(j *job) bool { return !l.busy[j.subject] })
+			if i < 0 {
+				break
+			}
+			j := l.queue[i]
 			j.probe, j.notSent = probe, notSent
 			l.probing = l.probing || probe
-			l.queue[0] = nil
-			l.queue = l.queue[1:]
+			l.queue = slices.Delete(l.queue, i, i+1)
+			if l.busy == nil {
+				l.busy = map[string]bool{}
+			}
+			l.busy[j.subject] = true
 			l.running++
 			d.inflight++
 			d.wg.Add(1)
@@ -472,6 +510,7 @@ func (d *Dispatcher) work(j *job) {
 		l := d.lanes[mid]
 		l.running--
 		l.recording++
+		delete(l.busy, j.subject)
 		if j.probe {
 			l.probing = false
 		}
