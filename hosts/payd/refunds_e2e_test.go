@@ -176,18 +176,54 @@ func newRefundRig(t *testing.T, chain refundChain) *refundRig {
 	}
 
 	r.recv = newReceiver(t)
-	create := exec.Command(paydBinary(t), "merchants", "create", "--webhook-url", r.recv.srv.URL+"/hooks",
-		"--settlement-address", newAddr(t).Hex(), "--name", "Refund shop")
-	create.Env = append(os.Environ(), r.env...)
-	out, err := create.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	key := regexp.MustCompile(`api_key=(\S+)`).FindSubmatch(out)
-	secret := regexp.MustCompile(`webhook_secret=(\S+)`).FindSubmatch(out)
-	require.NotNil(t, key, "%s", out)
-	r.recv.setSecret(string(secret[1]))
-	r.api = apiClient{t: t, base: "http://" + r.apiAddr, key: string(key[1])}
+	var secret string
+	r.api, secret = r.newMerchant("Refund shop", r.recv.srv.URL+"/hooks")
+	r.recv.setSecret(secret)
 	r.op = apiClient{t: t, base: "http://" + r.apiAddr, key: "operator-token-for-tests"}
 	return r
+}
+
+// newMerchant makes a merchant with `payd merchants create` and returns a
+// client with its own key, and its webhook secret.
+func (r *refundRig) newMerchant(name, webhookURL string) (apiClient, string) {
+	r.t.Helper()
+	create := exec.Command(paydBinary(r.t), "merchants", "create", "--webhook-url", webhookURL,
+		"--settlement-address", newAddr(r.t).Hex(), "--name", name)
+	create.Env = append(os.Environ(), r.env...)
+	out, err := create.CombinedOutput()
+	require.NoError(r.t, err, "%s", out)
+	key := regexp.MustCompile(`api_key=(\S+)`).FindSubmatch(out)
+	secret := regexp.MustCompile(`webhook_secret=(\S+)`).FindSubmatch(out)
+	require.NotNil(r.t, key, "%s", out)
+	return apiClient{t: r.t, base: "http://" + r.apiAddr, key: string(key[1])}, string(secret[1])
+}
+
+// payoutWallet waits for the sweep role to record a merchant's payout
+// wallet and returns it.
+func (r *refundRig) payoutWallet(api apiClient) common.Address {
+	r.t.Helper()
+	var wallet map[string]any
+	waitUntil(r.t, 60*time.Second, 300*time.Millisecond, func() bool {
+		var code int
+		code, wallet = api.do("GET", "/v1/merchant/payout-wallet", nil, nil)
+		return code == http.StatusOK
+	}, func() string { return fmt.Sprintf("no payout wallet: %v", wallet) })
+	return common.HexToAddress(wallet["address"].(string))
+}
+
+// reconciled waits until the ledger has followed the chain's head and
+// reconciles with it to the wei, and returns the reconciliation.
+func (r *refundRig) reconciled() map[string]any {
+	r.t.Helper()
+	head, err := r.eth.BlockNumber(r.ctx)
+	require.NoError(r.t, err)
+	var rec map[string]any
+	waitUntil(r.t, 90*time.Second, 500*time.Millisecond, func() bool {
+		var code int
+		code, rec = r.op.do("GET", "/v1/admin/reconciliation", nil, nil)
+		return code == http.StatusOK && rec["block"].(float64) >= float64(head) && rec["ok"] == true
+	}, func() string { return fmt.Sprintf("the ledger never reconciled: %v", rec) })
+	return rec
 }
 
 // startWorkers starts (or restarts) the process of the settlement, sweep
@@ -236,9 +272,15 @@ func (r *refundRig) untilInvoice(invoiceID int64, statuses ...string) map[string
 // untilOutbound polls a refund or payout until it is status.
 func (r *refundRig) untilOutbound(path string, status string) map[string]any {
 	r.t.Helper()
+	return r.untilOutboundOf(r.api, path, status)
+}
+
+// untilOutboundOf polls a merchant's refund or payout until it is status.
+func (r *refundRig) untilOutboundOf(api apiClient, path string, status string) map[string]any {
+	r.t.Helper()
 	var got map[string]any
 	waitUntil(r.t, 150*time.Second, 300*time.Millisecond, func() bool {
-		_, got = r.api.do("GET", path, nil, nil)
+		_, got = api.do("GET", path, nil, nil)
 		require.NotEqual(r.t, "FAILED", got["status"], "%s failed: %v", path, got)
 		return got["status"] == status
 	}, func() string { return fmt.Sprintf("%s never %s: %v", path, status, got) })
@@ -277,16 +319,14 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	ctx := r.ctx
 	// The sweep role records the merchant's payout wallet; the merchant
 	// funds it from its own wallet, in the native coin and the token.
-	var wallet map[string]any
-	waitUntil(t, 60*time.Second, 300*time.Millisecond, func() bool {
-		var code int
-		code, wallet = r.api.do("GET", "/v1/merchant/payout-wallet", nil, nil)
-		return code == http.StatusOK
-	}, func() string { return fmt.Sprintf("no payout wallet: %v", wallet) })
-	r.payout = common.HexToAddress(wallet["address"].(string))
+	r.payout = r.payoutWallet(r.api)
 	r.sendNative(r.merchant, r.payout, bigOf("3000000000000000000"))
 	r.sendToken(r.merchant, r.payout, big.NewInt(500_000_000))
 	merchantAddr := crypto.PubkeyToAddress(r.merchant.PublicKey)
+	// The merchant's own wallet pays its merchant-paid requests
+	// (docs/refunds.md, "Which transfer pays a merchant-paid request").
+	code, settings := r.api.do("PUT", "/v1/merchant/payout-settings", map[string]any{"paying_wallets": []string{merchantAddr.Hex()}}, nil)
+	require.Equal(t, http.StatusOK, code, "%v", settings)
 	type sent struct {
 		to     common.Address
 		amount *big.Int
@@ -331,6 +371,78 @@ func refundsFlow(t *testing.T, r *refundRig) {
 		require.Equal(t, merchantAddr.Hex(), done["from"])
 		expect = append(expect, sent{dest, bigOf("300000000000000000"), false})
 	})
+
+	// Issue #32: a service-paid and a merchant-paid request for the same
+	// amount to the same destination, in either order, within one
+	// merchant and across two: the service's transfer pays only its own;
+	// the merchant-paid one waits for the merchant's, and the ledger
+	// reconciles after each.
+	otherRecv := newReceiver(t)
+	other, otherSecret := r.newMerchant("Other shop", otherRecv.srv.URL+"/hooks")
+	otherRecv.setSecret(otherSecret)
+	otherWallet, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	r.sendNative(r.payer, crypto.PubkeyToAddress(otherWallet.PublicKey), bigOf("1000000000000000000"))
+	code, settings = other.do("PUT", "/v1/merchant/payout-settings", map[string]any{"paying_wallets": []string{crypto.PubkeyToAddress(otherWallet.PublicKey).Hex()}}, nil)
+	require.Equal(t, http.StatusOK, code, "%v", settings)
+	for _, c := range []struct {
+		name              string
+		merchantPaidFirst bool
+		asker             apiClient
+		askerWallet       *ecdsa.PrivateKey
+	}{
+		{"OneMerchant_MerchantPaidFirst", true, r.api, r.merchant},
+		{"OneMerchant_ServicePaidFirst", false, r.api, r.merchant},
+		{"TwoMerchants_MerchantPaidFirst", true, other, otherWallet},
+		{"TwoMerchants_ServicePaidFirst", false, other, otherWallet},
+	} {
+		t.Run("ServicePaidTransferNeverPaysAMerchantPaidRequest_"+c.name, func(t *testing.T) {
+			dest := newAddr(t)
+			amount := "7700000000000000"
+			body := func(paidBy string) map[string]any {
+				b := map[string]any{"amount": amount, "destination": dest.Hex()}
+				if paidBy != "" {
+					b["paid_by"] = paidBy
+				}
+				return b
+			}
+			var asked, sentByService map[string]any
+			askMerchantPaid := func() {
+				var code int
+				code, asked = c.asker.do("POST", "/v1/payouts", body("merchant"), map[string]string{"Idempotency-Key": "mp-" + c.name})
+				require.Equal(t, http.StatusCreated, code, "%v", asked)
+				require.Equal(t, "AWAITING_PAYMENT", asked["status"])
+			}
+			askServicePaid := func() {
+				var code int
+				code, sentByService = r.api.do("POST", "/v1/payouts", body(""), map[string]string{"Idempotency-Key": "sp-" + c.name})
+				require.Equal(t, http.StatusCreated, code, "%v", sentByService)
+			}
+			if c.merchantPaidFirst {
+				askMerchantPaid()
+				askServicePaid()
+			} else {
+				askServicePaid()
+				askMerchantPaid()
+			}
+			svc := r.untilOutbound(payoutPath(sentByService), "CONFIRMED")
+			r.reconciled()
+			_, still := c.asker.do("GET", payoutPath(asked), nil, nil)
+			require.Equal(t, "AWAITING_PAYMENT", still["status"], "the service's transfer %v paid only its own payout", svc["tx_hash"])
+			require.Nil(t, still["tx_hash"])
+			// Named, the service's transaction is refused.
+			code, refused := c.asker.do("POST", payoutPath(asked)+"/payment", map[string]any{"tx_hash": svc["tx_hash"]}, nil)
+			require.Equal(t, http.StatusUnprocessableEntity, code, "%v", refused)
+			require.Equal(t, "transfer_mismatch", refused["code"])
+			// The merchant's own transfer pays it.
+			r.payURI(c.askerWallet, still["payment_uri"].(string))
+			done := r.untilOutboundOf(c.asker, payoutPath(asked), "CONFIRMED")
+			require.NotEqual(t, svc["tx_hash"], done["tx_hash"])
+			require.Equal(t, crypto.PubkeyToAddress(c.askerWallet.PublicKey).Hex(), done["from"])
+			expect = append(expect, sent{dest, new(big.Int).Mul(bigOf(amount), big.NewInt(2)), false})
+			r.reconciled()
+		})
+	}
 
 	t.Run("RefundOfAWrongAssetToken", func(t *testing.T) {
 		code, inv := r.api.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1000000000000000000"},
@@ -531,7 +643,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 
 	// The ledger: the export has the refunds and payouts with their
 	// transactions…
-	code, _ := r.api.do("GET", "/v1/ledger?format=jsonl", nil, nil)
+	code, _ = r.api.do("GET", "/v1/ledger?format=jsonl", nil, nil)
 	require.Equal(t, http.StatusOK, code)
 	kinds := r.ledgerKinds()
 	for _, k := range []string{"payment", "sweep", "gas_funding", "gas_fee", "refund", "payout", "wallet_funding"} {
@@ -539,14 +651,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	}
 	// …and reconciles with the chain to the wei, once the ledger has
 	// followed the last block of the run.
-	head, err := r.eth.BlockNumber(ctx)
-	require.NoError(t, err)
-	var rec map[string]any
-	waitUntil(t, 90*time.Second, 500*time.Millisecond, func() bool {
-		var code int
-		code, rec = r.op.do("GET", "/v1/admin/reconciliation", nil, nil)
-		return code == http.StatusOK && rec["block"].(float64) >= float64(head) && rec["ok"] == true
-	}, func() string { return fmt.Sprintf("the ledger never reconciled: %v", rec) })
+	rec := r.reconciled()
 	roles := map[string]int{}
 	for _, w := range rec["wallets"].([]any) {
 		roles[w.(map[string]any)["role"].(string)]++
