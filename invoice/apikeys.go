@@ -288,10 +288,10 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 	writeJSON(w, http.StatusOK, s.settingsJSON(policy))
 }
 
-// payoutWalletView is the merchant's payout wallet: the address to fund
+// PayoutWallet is the merchant's payout wallet: the address to fund
 // (a plain transfer of the native coin or a token) and its payment
 // request for the native coin.
-type payoutWalletView struct {
+type PayoutWallet struct {
 	Address    store.ChecksumAddress `json:"address"`
 	ChainID    uint64                `json:"chain_id"`
 	PaymentURI string                `json:"payment_uri"`
@@ -299,15 +299,10 @@ type payoutWalletView struct {
 }
 
 func (s *Service) handleGetPayoutWallet(w http.ResponseWriter, r *http.Request) {
-	wl, err := s.st.GetPayoutWallet(r.Context(), principal(r).Merchant.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		problem.Write(w, problem.Of(problem.CodeNotFound, "the payout wallet is not set up yet: the sweep role records it within a block; retry shortly"))
-		return
-	}
+	wl, err := s.PayoutWallet(r.Context(), principal(r).Merchant.ID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, payoutWalletView{Address: store.ChecksumAddress(wl.Address), ChainID: s.chainID,
-		PaymentURI: "ethereum:" + wl.Address.Hex() + "@" + strconv.FormatUint(s.chainID, 10), CreatedAt: wl.CreatedAt.UTC()})
+	writeJSON(w, http.StatusOK, wl)
 }

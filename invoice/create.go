@@ -32,10 +32,10 @@ type invoiceRequest struct {
 	fiat *fiatRequest
 }
 
-// invoiceView is the invoice as the merchant API shows it (api.Invoice)
+// View is an invoice as the merchant API shows it (api.Invoice)
 // with the QR URLs, and the lookup token and checkout URL in a create
 // response only.
-type invoiceView struct {
+type View struct {
 	api.Invoice
 	QRPNGURL    string `json:"qr_png_url"`
 	QRSVGURL    string `json:"qr_svg_url"`
@@ -45,9 +45,9 @@ type invoiceView struct {
 	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
-func (s *Service) view(inv store.Invoice) invoiceView {
+func (s *Service) view(inv store.Invoice) View {
 	base := s.cfg.BaseURL + "/v1/invoices/" + strconv.FormatInt(inv.ID, 10)
-	return invoiceView{Invoice: api.NewInvoice(inv), QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
+	return View{Invoice: api.NewInvoice(inv), QRPNGURL: base + "/qr.png", QRSVGURL: base + "/qr.svg"}
 }
 
 // response is what a create request answers, first or replayed.

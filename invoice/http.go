@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,12 +306,7 @@ func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, perr := s.parseInvoiceRequest(body)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	resp, err := s.createInvoice(r.Context(), m, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body), req)
+	resp, err := s.createInvoiceFrom(r.Context(), m, key, requestFingerprint(r.Method, "/v1/invoices", body), body)
 	if err != nil {
 		if errors.Is(err, errInFlight) {
 			w.Header().Set("Retry-After", "1")
@@ -340,19 +334,7 @@ func (s *Service) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 // invoiceOf reads invoice {id} of the authenticated merchant; another
 // merchant's invoice is "not found", exactly like a missing one.
 func (s *Service) invoiceOf(w http.ResponseWriter, r *http.Request) (store.Invoice, bool) {
-	m, ok := s.merchant(w, r)
-	if !ok {
-		return store.Invoice{}, false
-	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		problem.Write(w, errNotFound)
-		return store.Invoice{}, false
-	}
-	inv, err := s.st.GetInvoice(r.Context(), id)
-	if err == nil && inv.MerchantID != m.ID {
-		err = store.ErrNotFound
-	}
+	inv, err := s.invoiceOfMerchant(r.Context(), principal(r).Merchant.ID, pathID(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return store.Invoice{}, false
@@ -361,20 +343,18 @@ func (s *Service) invoiceOf(w http.ResponseWriter, r *http.Request) (store.Invoi
 }
 
 func (s *Service) handleGetInvoice(w http.ResponseWriter, r *http.Request) {
-	if inv, ok := s.invoiceOf(w, r); ok {
-		views, err := s.views(r.Context(), []store.Invoice{inv})
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, views[0])
+	v, err := s.Invoice(r.Context(), principal(r).Merchant.ID, pathID(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // views is the merchant's view of invs; fiat invoices carry their
 // payments, each with its value (one query for all of them).
-func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]invoiceView, error) {
-	out := make([]invoiceView, len(invs))
+func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]View, error) {
+	out := make([]View, len(invs))
 	var fiat []int64
 	for i, inv := range invs {
 		out[i] = s.view(inv)
@@ -485,19 +465,14 @@ func decodeCursor(c string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-type invoiceList struct {
-	Data       []invoiceView `json:"data"`
-	HasMore    bool          `json:"has_more"`
-	NextCursor *string       `json:"next_cursor"`
-}
-
 var invoiceStatuses = []string{store.StatusPending, store.StatusPaid, store.StatusConfirmed, store.StatusSettled, store.StatusExpired}
 
-// parseListQuery reads the filters of GET /v1/invoices: status (repeated or
+// parseListQuery reads the query of GET /v1/invoices: status (repeated or
 // comma-separated), created_after (inclusive) and created_before
 // (exclusive) as RFC 3339 times, limit (1…100, default 20) and cursor.
-func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilter, *problem.Problem) {
-	f := store.InvoiceFilter{MerchantID: merchantID, Limit: defaultListLimit}
+// ListInvoices checks the values.
+func parseListQuery(q map[string][]string) (InvoiceQuery, *problem.Problem) {
+	var f InvoiceQuery
 	one := func(name string) (string, *problem.Problem) {
 		if len(q[name]) != 1 {
 			return "", problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once")
@@ -508,15 +483,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 		switch name {
 		case "status":
 			for _, v := range vals {
-				for _, st := range strings.Split(v, ",") {
-					st = strings.ToUpper(strings.TrimSpace(st))
-					if !slices.Contains(invoiceStatuses, st) {
-						return f, problem.OfField(problem.CodeInvalidParameter, name, "status must be one or more of "+strings.Join(invoiceStatuses, ", "))
-					}
-					if !slices.Contains(f.Statuses, st) {
-						f.Statuses = append(f.Statuses, st)
-					}
-				}
+				f.Statuses = append(f.Statuses, strings.Split(v, ",")...)
 			}
 		case "created_after", "created_before":
 			v, perr := one(name)
@@ -538,7 +505,7 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 				return f, perr
 			}
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
+			if err != nil || n < 1 {
 				return f, problem.OfField(problem.CodeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
 			}
 			f.Limit = n
@@ -547,11 +514,10 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 			if perr != nil {
 				return f, perr
 			}
-			id, ok := decodeCursor(v)
-			if !ok {
+			if v == "" {
 				return f, problem.OfField(problem.CodeInvalidCursor, name, "cursor is not one this API returned")
 			}
-			f.BeforeID = id
+			f.Cursor = v
 		default:
 			return f, problem.OfField(problem.CodeUnknownParameter, name,
 				"unknown query parameter "+strconv.Quote(name)+" (allowed: status, created_after, created_before, limit, cursor)")
@@ -561,39 +527,22 @@ func parseListQuery(q map[string][]string, merchantID int64) (store.InvoiceFilte
 }
 
 func (s *Service) handleListInvoices(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.merchant(w, r)
-	if !ok {
-		return
-	}
 	q, perr := httpapi.Query(r)
 	if perr != nil {
 		problem.Write(w, perr)
 		return
 	}
-	f, perr := parseListQuery(q, m.ID)
+	f, perr := parseListQuery(q)
 	if perr != nil {
 		problem.Write(w, perr)
 		return
 	}
-	limit := f.Limit
-	f.Limit = limit + 1 // one more tells whether there is a next page
-	invs, err := s.st.ListInvoices(r.Context(), f)
+	page, err := s.ListInvoices(r.Context(), principal(r).Merchant.ID, f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := invoiceList{}
-	if len(invs) > limit {
-		invs = invs[:limit]
-		out.HasMore = true
-		c := encodeCursor(invs[len(invs)-1].ID)
-		out.NextCursor = &c
-	}
-	if out.Data, err = s.views(r.Context(), invs); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // merchantView is the merchant profile (api.Merchant); api_key and

@@ -2,6 +2,7 @@ package invoice
 
 import (
 	"bufio"
+	"iter"
 	"encoding/csv"
 	"encoding/json"
 	"log/slog"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/problem"
@@ -40,14 +40,17 @@ func (s *Service) handleAdminLedger(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// exportLedger streams the entries of one merchant (nil: all of them).
+// exportLedger streams the entries of one merchant (nil: all of them),
+// from the Go API's Ledger: the first entry (or the error) is read before
+// the status line is written, so that a database that does not answer is
+// a 503 problem rather than an empty file.
 func (s *Service) exportLedger(w http.ResponseWriter, r *http.Request, merchantID *int64) {
 	q, perr := httpapi.Query(r)
 	if perr != nil {
 		problem.Write(w, perr)
 		return
 	}
-	f := store.LedgerFilter{MerchantID: merchantID, Limit: ledgerPage}
+	var lq LedgerQuery
 	format := "csv"
 	for name, vals := range q {
 		if len(vals) > 1 {
@@ -62,9 +65,9 @@ func (s *Service) exportLedger(w http.ResponseWriter, r *http.Request, merchantI
 				return
 			}
 			if name == "from" {
-				f.From = t
+				lq.From = t
 			} else {
-				f.To = t
+				lq.To = t
 			}
 		case "format":
 			if vals[0] != "csv" && vals[0] != "jsonl" {
@@ -78,18 +81,24 @@ func (s *Service) exportLedger(w http.ResponseWriter, r *http.Request, merchantI
 			return
 		}
 	}
-	page, err := s.st.ListLedgerEntries(r.Context(), f)
+	entries := s.AllLedger(r.Context(), lq)
+	if merchantID != nil {
+		entries = s.Ledger(r.Context(), *merchantID, lq)
+	}
+	next, stop := iter.Pull2(entries)
+	defer stop()
+	first, err, more := next()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	h := w.Header()
 	name := "ledger"
-	if !f.From.IsZero() {
-		name += "-from-" + f.From.UTC().Format("20060102T150405Z")
+	if !lq.From.IsZero() {
+		name += "-from-" + lq.From.UTC().Format("20060102T150405Z")
 	}
-	if !f.To.IsZero() {
-		name += "-to-" + f.To.UTC().Format("20060102T150405Z")
+	if !lq.To.IsZero() {
+		name += "-to-" + lq.To.UTC().Format("20060102T150405Z")
 	}
 	if format == "csv" {
 		h.Set("Content-Type", "text/csv; charset=utf-8")
@@ -109,34 +118,9 @@ func (s *Service) exportLedger(w http.ResponseWriter, r *http.Request, merchantI
 	if format == "csv" {
 		_ = cw.Write(api.LedgerCSVHeader())
 	}
-	assets := s.assets.list
 	rows := 0
-	for {
-		// A long period keeps writing: each page gets its own deadline.
-		_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
-		for _, e := range page {
-			v := api.NewLedgerEntry(e, assets...)
-			if format == "csv" {
-				err = cw.Write(v.CSV())
-			} else {
-				err = enc.Encode(v)
-			}
-			if err != nil {
-				return // the client went away
-			}
-		}
-		rows += len(page)
-		cw.Flush()
-		if err := bw.Flush(); err != nil {
-			return
-		}
-		_ = rc.Flush()
-		if len(page) < f.Limit {
-			return
-		}
-		last := page[len(page)-1]
-		f.AfterAt, f.AfterID = last.At, last.ID
-		if page, err = s.st.ListLedgerEntries(r.Context(), f); err != nil {
+	for v := first; more; v, err, more = next() {
+		if err != nil {
 			who := slog.String("merchant_id", "all")
 			if merchantID != nil {
 				who = slog.Int64("merchant_id", *merchantID)
@@ -144,5 +128,27 @@ func (s *Service) exportLedger(w http.ResponseWriter, r *http.Request, merchantI
 			s.log.WarnContext(r.Context(), "ledger export aborted", who, slog.Int("rows_sent", rows), slog.String("error", err.Error()))
 			panic(http.ErrAbortHandler)
 		}
+		if rows%ledgerPage == 0 {
+			// A long period keeps writing: each page gets its own deadline.
+			_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		}
+		if format == "csv" {
+			err = cw.Write(v.CSV())
+		} else {
+			err = enc.Encode(v)
+		}
+		if err != nil {
+			return // the client went away
+		}
+		rows++
+		if rows%ledgerPage == 0 {
+			cw.Flush()
+			if err := bw.Flush(); err != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
 	}
+	cw.Flush()
+	_ = bw.Flush()
 }

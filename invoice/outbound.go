@@ -24,17 +24,17 @@ import (
 // here, in one database transaction with its idempotency record and its
 // events; the sweep role's outbound engine sends it (docs/refunds.md).
 
-// outboundView is a refund or payout as the merchant API shows it: with
+// OutboundView is a refund or payout as the merchant API shows it: with
 // its claim link (a refund without a destination, in the creating
 // response only) and, merchant-paid, the QR code of its payment request.
-type outboundView struct {
+type OutboundView struct {
 	api.Outbound
 	ClaimURL string `json:"claim_url,omitempty"`
 	QRSVGURL string `json:"qr_svg_url,omitempty"`
 }
 
-func (s *Service) outboundView(o store.Outbound) outboundView {
-	v := outboundView{Outbound: api.NewOutbound(o)}
+func (s *Service) outboundViewOf(o store.Outbound) OutboundView {
+	v := OutboundView{Outbound: api.NewOutbound(o)}
 	if o.PaymentURI != "" {
 		v.QRSVGURL = s.cfg.BaseURL + outboundPath(o) + "/qr.svg"
 	}
@@ -292,29 +292,26 @@ func insertEvents(ctx context.Context, tx store.Tx, o store.Outbound, created bo
 
 // createdBody is the response body of a new outbound.
 func (s *Service) createdBody(o store.Outbound, claimToken string) ([]byte, error) {
-	v := s.outboundView(o)
+	v := s.outboundViewOf(o)
 	if claimToken != "" {
 		v.ClaimURL = s.cfg.ClaimURL + "#" + claimToken
 	}
 	return json.Marshal(v)
 }
 
+// pathID reads the {id} of a route's path; a malformed one is "not found".
+func pathID(r *http.Request) int64 {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0
+	}
+	return id
+}
+
 // outboundOf reads the merchant's outbound {id} of a kind; another
 // merchant's is "not found", like a missing one.
 func (s *Service) outboundOf(w http.ResponseWriter, r *http.Request, kind string) (store.Outbound, bool) {
-	m, ok := s.merchant(w, r)
-	if !ok {
-		return store.Outbound{}, false
-	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		problem.Write(w, errNotFound)
-		return store.Outbound{}, false
-	}
-	o, err := s.st.GetOutbound(r.Context(), id)
-	if err == nil && (o.MerchantID != m.ID || o.Kind != kind) {
-		err = store.ErrNotFound
-	}
+	o, err := s.outboundOfMerchant(r.Context(), principal(r).Merchant.ID, kind, pathID(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return store.Outbound{}, false
@@ -322,88 +319,21 @@ func (s *Service) outboundOf(w http.ResponseWriter, r *http.Request, kind string
 	return o, true
 }
 
-// transition changes the merchant's outbound {id} under its row lock:
-// change returns the problem when the outbound's state does not allow it.
-func (s *Service) transition(w http.ResponseWriter, r *http.Request, kind string, change func(o *store.Outbound) *problem.Problem) {
-	o, ok := s.outboundOf(w, r, kind)
-	if !ok {
-		return
-	}
-	now := s.now()
-	err := s.st.InTx(r.Context(), func(tx store.Tx) error {
-		cur, err := tx.GetOutboundForUpdate(r.Context(), o.ID)
+// outboundAction adapts an action of the Go API on the merchant's refund or
+// payout {id} to a route of one kind.
+func outboundAction(act func(*Service, context.Context, Principal, string, int64) (OutboundView, error), kind string) func(*Service, http.ResponseWriter, *http.Request) {
+	return func(s *Service, w http.ResponseWriter, r *http.Request) {
+		v, err := act(s, r.Context(), principal(r), kind, pathID(r))
 		if err != nil {
-			return err
+			s.fail(w, r, err)
+			return
 		}
-		before := cur.Status
-		if perr := change(&cur); perr != nil {
-			return perr
-		}
-		cur.UpdatedAt = now
-		if err := tx.UpdateOutbound(r.Context(), &cur); err != nil {
-			return err
-		}
-		o = cur
-		if cur.Status == before {
-			return nil
-		}
-		return insertEvents(r.Context(), tx, cur, false, now)
-	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
+		writeJSON(w, http.StatusOK, v)
 	}
-	writeJSON(w, http.StatusOK, s.outboundView(o))
 }
 
-// approve lets a second key approve an outbound waiting for it.
-func (s *Service) approve(w http.ResponseWriter, r *http.Request, kind string) {
-	p := principal(r)
-	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
-		if o.Status != store.OutboundAwaitingApproval {
-			return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for an approval")
-		}
-		if o.CreatedByKey == p.KeyID {
-			return problem.Of(problem.CodeApprovalSameKey, "the key that made it cannot approve it: approve with a second API key that has the approve scope")
-		}
-		now, key := s.now(), p.KeyID
-		o.ApprovedByKey, o.ApprovedAt, o.Status = &key, &now, store.OutboundQueued
-		return nil
-	})
-}
-
-// reject lets an approver turn down an outbound waiting for approval.
-func (s *Service) reject(w http.ResponseWriter, r *http.Request, kind string) {
-	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
-		if o.Status != store.OutboundAwaitingApproval {
-			return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for an approval")
-		}
-		o.Status, o.Error = store.OutboundCancelled, "rejected by an approver"
-		return nil
-	})
-}
-
-// cancel stops an outbound before anything was sent: once its send is
-// signed (BROADCAST) it can no longer be taken back.
-func (s *Service) cancel(w http.ResponseWriter, r *http.Request, kind string) {
-	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
-		switch o.Status {
-		case store.OutboundAwaitingDestination, store.OutboundAwaitingApproval, store.OutboundQueued, store.OutboundAwaitingPayment:
-			o.Status, o.Error = store.OutboundCancelled, "cancelled by the merchant"
-			return nil
-		}
-		return problem.Of(problem.CodeStateConflict, "it is "+o.Status+": only a refund or payout not yet sent can be cancelled")
-	})
-}
-
-// submitPayment records the transaction a merchant names as the payment of
-// its merchant-paid refund or payout: {"tx_hash": "0x…"}. A transaction
-// already indexed is checked here — 422 transfer_mismatch when none of its
-// transfers is exactly the request's asset and amount to its destination
-// after it was made, or when the service sent it; one not indexed yet is
-// recorded, and the engine checks it once it is (and drops it, saying why
-// in error, if it does not pay the request). docs/refunds.md, "Which
-// transfer pays a merchant-paid request".
+// submitPayment answers POST /v1/refunds/{id}/payment and POST
+// /v1/payouts/{id}/payment: {"tx_hash": "0x…"} (NamePayment).
 func (s *Service) submitPayment(w http.ResponseWriter, r *http.Request, kind string) {
 	if !httpapi.CheckJSON(w, r) {
 		return
@@ -423,21 +353,12 @@ func (s *Service) submitPayment(w http.ResponseWriter, r *http.Request, kind str
 		problem.Write(w, perr)
 		return
 	}
-	o, ok := s.outboundOf(w, r, kind)
-	if !ok {
-		return
-	}
-	if err := s.checkNamedPayment(r.Context(), o, h); err != nil {
+	v, err := s.namePayment(r.Context(), principal(r), kind, pathID(r), h)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.transition(w, r, kind, func(o *store.Outbound) *problem.Problem {
-		if perr := namedPaymentState(*o); perr != nil {
-			return perr
-		}
-		o.SubmittedTxHash, o.Error = &h, ""
-		return nil
-	})
+	writeJSON(w, http.StatusOK, v)
 }
 
 // namedPaymentState is the 409 of an outbound that takes no named

@@ -105,7 +105,7 @@ func (s *Service) handleCreatePayout(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, perr)
 		return
 	}
-	resp, err := s.createPayout(r.Context(), p, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body), req, "")
+	resp, err := s.createPayout(r.Context(), p, key, requestFingerprint(r.Method, "/v1/payouts", body), req, "")
 	if err != nil {
 		if errors.Is(err, errInFlight) {
 			w.Header().Set("Retry-After", "1")
@@ -201,26 +201,39 @@ func newBatchID() (string, error) {
 }
 
 func (s *Service) handleListPayouts(w http.ResponseWriter, r *http.Request) {
-	s.listOutbounds(w, r, store.OutboundFilter{MerchantID: principal(r).Merchant.ID, Kind: store.OutboundPayout})
+	mid := principal(r).Merchant.ID
+	s.listOutboundsHTTP(w, r, store.OutboundPayout, func(ctx context.Context, q OutboundQuery) (OutboundPage, error) {
+		return s.ListPayouts(ctx, mid, q)
+	})
 }
 
 func (s *Service) handleListRefunds(w http.ResponseWriter, r *http.Request) {
-	s.listOutbounds(w, r, store.OutboundFilter{MerchantID: principal(r).Merchant.ID, Kind: store.OutboundRefund})
+	mid := principal(r).Merchant.ID
+	s.listOutboundsHTTP(w, r, store.OutboundRefund, func(ctx context.Context, q OutboundQuery) (OutboundPage, error) {
+		return s.ListRefunds(ctx, mid, q)
+	})
 }
 
 func (s *Service) handleListInvoiceRefunds(w http.ResponseWriter, r *http.Request) {
-	inv, ok := s.invoiceOf(w, r)
-	if !ok {
+	mid, invoiceID := principal(r).Merchant.ID, pathID(r)
+	if invoiceID == 0 {
+		problem.Write(w, errNotFound)
 		return
 	}
-	s.listOutbounds(w, r, store.OutboundFilter{MerchantID: inv.MerchantID, Kind: store.OutboundRefund, InvoiceID: inv.ID})
+	s.listOutboundsHTTP(w, r, store.OutboundRefund, func(ctx context.Context, q OutboundQuery) (OutboundPage, error) {
+		q.InvoiceID = invoiceID
+		return s.ListRefunds(ctx, mid, q)
+	})
 }
 
 func getOutbound(kind string) func(*Service, http.ResponseWriter, *http.Request) {
 	return func(s *Service, w http.ResponseWriter, r *http.Request) {
-		if o, ok := s.outboundOf(w, r, kind); ok {
-			writeJSON(w, http.StatusOK, s.outboundView(o))
+		v, err := s.outboundViewOfMerchant(r.Context(), principal(r).Merchant.ID, kind, pathID(r))
+		if err != nil {
+			s.fail(w, r, err)
+			return
 		}
+		writeJSON(w, http.StatusOK, v)
 	}
 }
 
@@ -245,9 +258,9 @@ func outboundQR(kind string) func(*Service, http.ResponseWriter, *http.Request) 
 	}
 }
 
-// ofKind binds an action on refunds or payouts to one kind.
-func ofKind(action func(*Service, http.ResponseWriter, *http.Request, string), kind string) func(*Service, http.ResponseWriter, *http.Request) {
-	return func(s *Service, w http.ResponseWriter, r *http.Request) { action(s, w, r, kind) }
+// submitPaymentOf binds POST …/{id}/payment to refunds or payouts.
+func submitPaymentOf(kind string) func(*Service, http.ResponseWriter, *http.Request) {
+	return func(s *Service, w http.ResponseWriter, r *http.Request) { s.submitPayment(w, r, kind) }
 }
 
 // outboundRoutes are the endpoints of refunds, payouts, API keys, payout
@@ -258,18 +271,18 @@ var outboundRoutes = []route{
 	{"GET", "/v1/refunds", store.ScopeRead, (*Service).handleListRefunds},
 	{"GET", "/v1/refunds/{id}", store.ScopeRead, getOutbound(store.OutboundRefund)},
 	{"GET", "/v1/refunds/{id}/qr.svg", store.ScopeRead, outboundQR(store.OutboundRefund)},
-	{"POST", "/v1/refunds/{id}/approve", store.ScopeApprove, ofKind((*Service).approve, store.OutboundRefund)},
-	{"POST", "/v1/refunds/{id}/reject", store.ScopeApprove, ofKind((*Service).reject, store.OutboundRefund)},
-	{"POST", "/v1/refunds/{id}/cancel", store.ScopeRefunds, ofKind((*Service).cancel, store.OutboundRefund)},
-	{"POST", "/v1/refunds/{id}/payment", store.ScopeRefunds, ofKind((*Service).submitPayment, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/approve", store.ScopeApprove, outboundAction((*Service).approve, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/reject", store.ScopeApprove, outboundAction((*Service).reject, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/cancel", store.ScopeRefunds, outboundAction((*Service).cancel, store.OutboundRefund)},
+	{"POST", "/v1/refunds/{id}/payment", store.ScopeRefunds, submitPaymentOf(store.OutboundRefund)},
 	{"POST", "/v1/payouts", store.ScopePayouts, (*Service).handleCreatePayout},
 	{"GET", "/v1/payouts", store.ScopeRead, (*Service).handleListPayouts},
 	{"GET", "/v1/payouts/{id}", store.ScopeRead, getOutbound(store.OutboundPayout)},
 	{"GET", "/v1/payouts/{id}/qr.svg", store.ScopeRead, outboundQR(store.OutboundPayout)},
-	{"POST", "/v1/payouts/{id}/approve", store.ScopeApprove, ofKind((*Service).approve, store.OutboundPayout)},
-	{"POST", "/v1/payouts/{id}/reject", store.ScopeApprove, ofKind((*Service).reject, store.OutboundPayout)},
-	{"POST", "/v1/payouts/{id}/cancel", store.ScopePayouts, ofKind((*Service).cancel, store.OutboundPayout)},
-	{"POST", "/v1/payouts/{id}/payment", store.ScopePayouts, ofKind((*Service).submitPayment, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/approve", store.ScopeApprove, outboundAction((*Service).approve, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/reject", store.ScopeApprove, outboundAction((*Service).reject, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/cancel", store.ScopePayouts, outboundAction((*Service).cancel, store.OutboundPayout)},
+	{"POST", "/v1/payouts/{id}/payment", store.ScopePayouts, submitPaymentOf(store.OutboundPayout)},
 	{"GET", "/v1/merchant/api-keys", store.ScopeRead, (*Service).handleListAPIKeys},
 	{"POST", "/v1/merchant/api-keys", scopeOwner, (*Service).handleCreateAPIKey},
 	{"DELETE", "/v1/merchant/api-keys/{id}", scopeOwner, (*Service).handleRevokeAPIKey},

@@ -412,53 +412,11 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 }
 
 func (s *Service) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
-	m := principal(r)
 	key, body, ok := s.idempotentBody(w, r)
 	if !ok {
 		return
 	}
-	inv, ok := s.invoiceOf(w, r)
-	if !ok {
-		return
-	}
-	req, perr := s.parseRefundRequest(body, inv)
-	if perr != nil {
-		problem.Write(w, perr)
-		return
-	}
-	if req.dest != nil {
-		if err := s.checkDestination(r.Context(), "destination", *req.dest); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	var fiatRate string
-	if req.fiat != nil {
-		// Converted before the transaction: a current rate may be a
-		// network call.
-		var err error
-		if req.amount, fiatRate, err = s.fiatRefundAmount(r.Context(), inv, req.asset, *req.fiat); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	resp, err := s.idempotent(r.Context(), m.Merchant.ID, key, requestFingerprint(r.Method, r.URL.EscapedPath(), body),
-		func(tx store.Tx) (int, []byte, error) {
-			locked, err := tx.GetInvoiceForUpdate(r.Context(), inv.ID)
-			if err != nil {
-				return 0, nil, err
-			}
-			if err := s.refundAmount(r.Context(), tx, locked, &req); err != nil {
-				return 0, nil, err
-			}
-			o := s.newOutbound(m, req)
-			o.InvoiceID = &inv.ID
-			if req.fiat != nil {
-				minor := req.fiat.amount.Minor
-				o.FiatCurrency, o.FiatMinor, o.FiatRate, o.FiatRateKind = req.fiat.amount.Currency.Code, &minor, fiatRate, req.fiat.rate
-			}
-			return s.recordOutbound(r.Context(), tx, &o)
-		})
+	resp, err := s.createRefundFrom(r.Context(), principal(r), pathID(r), key, body)
 	if err != nil {
 		if errors.Is(err, errInFlight) {
 			w.Header().Set("Retry-After", "1")
@@ -470,6 +428,49 @@ func (s *Service) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeBody(w, resp.status, resp.body)
+}
+
+// createRefundFrom validates a POST /v1/invoices/{id}/refunds body and
+// records the refund: the one path of the HTTP API and of CreateRefund.
+func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID int64, key string, body []byte) (response, error) {
+	inv, err := s.invoiceOfMerchant(ctx, m.Merchant.ID, invoiceID)
+	if err != nil {
+		return response{}, err
+	}
+	req, perr := s.parseRefundRequest(body, inv)
+	if perr != nil {
+		return response{}, perr
+	}
+	if req.dest != nil {
+		if err := s.checkDestination(ctx, "destination", *req.dest); err != nil {
+			return response{}, err
+		}
+	}
+	var fiatRate string
+	if req.fiat != nil {
+		// Converted before the transaction: a current rate may be a
+		// network call.
+		if req.amount, fiatRate, err = s.fiatRefundAmount(ctx, inv, req.asset, *req.fiat); err != nil {
+			return response{}, err
+		}
+	}
+	fp := requestFingerprint("POST", "/v1/invoices/"+strconv.FormatInt(inv.ID, 10)+"/refunds", body)
+	return s.idempotent(ctx, m.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
+		locked, err := tx.GetInvoiceForUpdate(ctx, inv.ID)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := s.refundAmount(ctx, tx, locked, &req); err != nil {
+			return 0, nil, err
+		}
+		o := s.newOutbound(m, req)
+		o.InvoiceID = &inv.ID
+		if req.fiat != nil {
+			minor := req.fiat.amount.Minor
+			o.FiatCurrency, o.FiatMinor, o.FiatRate, o.FiatRateKind = req.fiat.amount.Currency.Code, &minor, fiatRate, req.fiat.rate
+		}
+		return s.recordOutbound(ctx, tx, &o)
+	})
 }
 
 // newOutbound is the record of a request, before its gates.
@@ -525,70 +526,57 @@ func (s *Service) recordOutbound(ctx context.Context, tx store.Tx, o *store.Outb
 	return http.StatusCreated, body, err
 }
 
-// listOutbounds answers GET /v1/refunds, /v1/payouts and
-// /v1/invoices/{id}/refunds: newest first, filtered by status (and
-// batch_id for payouts), paginated like invoices.
-func (s *Service) listOutbounds(w http.ResponseWriter, r *http.Request, f store.OutboundFilter) {
-	q, perr := httpapi.Query(r)
+// outboundQuery reads the query of GET /v1/refunds, /v1/payouts and
+// /v1/invoices/{id}/refunds: status, batch_id (payouts), limit, cursor.
+func outboundQuery(r *http.Request, kind string) (OutboundQuery, *problem.Problem) {
+	var q OutboundQuery
+	vals, perr := httpapi.Query(r)
+	if perr != nil {
+		return q, perr
+	}
+	for name, vs := range vals {
+		v := vs[0]
+		if len(vs) > 1 {
+			return q, problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once")
+		}
+		switch {
+		case name == "status":
+			if v == "" {
+				return q, problem.OfField(problem.CodeInvalidParameter, name, "status must be one of the statuses")
+			}
+			q.Status = v
+		case name == "batch_id" && kind == store.OutboundPayout:
+			q.BatchID = v
+		case name == "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return q, problem.OfField(problem.CodeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit))
+			}
+			q.Limit = n
+		case name == "cursor":
+			if v == "" {
+				return q, problem.OfField(problem.CodeInvalidCursor, name, "cursor is not one this API returned")
+			}
+			q.Cursor = v
+		default:
+			return q, problem.OfField(problem.CodeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name))
+		}
+	}
+	return q, nil
+}
+
+// listOutboundsHTTP answers a listing of refunds or payouts with list.
+func (s *Service) listOutboundsHTTP(w http.ResponseWriter, r *http.Request, kind string,
+	list func(context.Context, OutboundQuery) (OutboundPage, error)) {
+	q, perr := outboundQuery(r, kind)
 	if perr != nil {
 		problem.Write(w, perr)
 		return
 	}
-	f.Limit = defaultListLimit
-	for name, vals := range q {
-		v := vals[0]
-		if len(vals) > 1 {
-			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, name+" must be given once"))
-			return
-		}
-		switch {
-		case name == "status":
-			if !slices.Contains(store.OutboundStatuses(), v) {
-				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "status must be one of the statuses"))
-				return
-			}
-			f.Statuses = []string{v}
-		case name == "batch_id" && f.Kind == store.OutboundPayout:
-			f.BatchID = v
-		case name == "limit":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, name, "limit must be an integer from 1 to "+strconv.Itoa(maxListLimit)))
-				return
-			}
-			f.Limit = n
-		case name == "cursor":
-			id, ok := decodeCursor(v)
-			if !ok {
-				problem.Write(w, problem.OfField(problem.CodeInvalidCursor, name, "cursor is not one this API returned"))
-				return
-			}
-			f.BeforeID = id
-		default:
-			problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name, "unknown query parameter "+strconv.Quote(name)))
-			return
-		}
-	}
-	limit := f.Limit
-	f.Limit++
-	os, err := s.st.ListOutbounds(r.Context(), f)
+	page, err := list(r.Context(), q)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Data       []outboundView `json:"data"`
-		HasMore    bool           `json:"has_more"`
-		NextCursor *string        `json:"next_cursor"`
-	}{Data: make([]outboundView, 0, min(len(os), limit))}
-	if len(os) > limit {
-		os = os[:limit]
-		out.HasMore = true
-		c := encodeCursor(os[len(os)-1].ID)
-		out.NextCursor = &c
-	}
-	for _, o := range os {
-		out.Data = append(out.Data, s.outboundView(o))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, page)
 }

@@ -344,6 +344,9 @@ type MerchantParams struct {
 	// Tolerance is the underpayment tolerance of fiat invoices; the zero
 	// value forgives nothing.
 	Tolerance store.MerchantTolerance
+	// ExternalID is the host's own id of the merchant (unique; ""
+	// for none): EnsureMerchant finds the merchant by it.
+	ExternalID string
 }
 
 // CreatedMerchant is a new merchant and its credentials. APIKey and
@@ -392,6 +395,7 @@ func createMerchant(ctx context.Context, st Store, creds *Credentials, rules Mer
 	m := store.Merchant{
 		Name: p.Name, APIKeyDigest: digest, APIKeyHash: hash, APIKeyPrefix: prefix,
 		WebhookURL: p.WebhookURL, SettlementAddress: p.SettlementAddress, Tolerance: p.Tolerance,
+		ExternalID: p.ExternalID,
 		// The secret is sealed with the merchant id as associated data, and
 		// the id is known only after the insert: a placeholder until then,
 		// in the same transaction.

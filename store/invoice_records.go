@@ -29,6 +29,10 @@ type Merchant struct {
 	// it; every fiat invoice keeps a snapshot of it from its creation
 	// (Pricing.Tolerance).
 	Tolerance MerchantTolerance `db:"underpayment_tolerance"`
+	// ExternalID is the id a host gives the merchant in its own system
+	// (unique; "" for none): invoice.Service.EnsureMerchant finds it by
+	// it. Fixed at creation.
+	ExternalID string `db:"external_id"`
 }
 
 // Invoice statuses. See DESIGN.md §3.

@@ -19,6 +19,9 @@ type MerchantStore interface {
 	// GetMerchantByAPIKeyDigest finds the merchant whose current api key
 	// has this HMAC digest.
 	GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (Merchant, error)
+	// GetMerchantByExternalID finds the merchant a host created with this
+	// external id; ErrNotFound for none (and for "").
+	GetMerchantByExternalID(ctx context.Context, externalID string) (Merchant, error)
 	// UpdateMerchant writes the mutable fields of m (name, credentials,
 	// webhook_url, settlement_address, updated_at, disabled_at,
 	// underpayment tolerance).

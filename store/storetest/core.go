@@ -16,7 +16,29 @@ func coreTests() []test {
 		{"InTx_RollbackLeavesNothing", testInTxRollback},
 		{"InTx_PanicRollsBack", testInTxPanic},
 		{"Lock_Exclusive", testLock},
+		{"Merchant_ExternalID_UniqueAndFound", testMerchantExternalID},
 	}
+}
+
+func testMerchantExternalID(t *testing.T, st store.Store) {
+	ext := "shop-" + randAddr().Hex()
+	m := newMerchant(t, st)
+	_, err := st.GetMerchantByExternalID(ctx, ext)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.GetMerchantByExternalID(ctx, "")
+	require.ErrorIs(t, err, store.ErrNotFound, "no external id is no merchant, however many have none")
+	withID := m
+	withID.ID, withID.ExternalID, withID.APIKeyDigest = 0, ext, randBytes(32)
+	require.NoError(t, st.CreateMerchant(ctx, &withID))
+	got, err := st.GetMerchantByExternalID(ctx, ext)
+	require.NoError(t, err)
+	require.Equal(t, withID.ID, got.ID)
+	require.Equal(t, ext, got.ExternalID)
+	dup := withID
+	dup.ID, dup.APIKeyDigest = 0, randBytes(32)
+	require.ErrorIs(t, st.CreateMerchant(ctx, &dup), store.ErrConflict, "an external id names one merchant")
+	other := newMerchant(t, st) // another merchant without one
+	require.Empty(t, other.ExternalID)
 }
 
 func testAmountRoundTrip(t *testing.T, st store.Store) {

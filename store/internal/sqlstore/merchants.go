@@ -8,17 +8,17 @@ import (
 
 const merchantColumns = `id, name, api_key_digest, api_key_hash, api_key_prefix, webhook_url,
 	webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at,
-	underpayment_tolerance`
+	underpayment_tolerance, external_id`
 
 // CreateMerchant implements store.MerchantStore.
 func (s *Store) CreateMerchant(ctx context.Context, m *store.Merchant) error {
 	return s.namedGet(ctx, &m.ID, `
 		INSERT INTO merchants (name, api_key_digest, api_key_hash, api_key_prefix, webhook_url,
 			webhook_secret_ciphertext, settlement_address, created_at, updated_at, disabled_at,
-			underpayment_tolerance)
+			underpayment_tolerance, external_id)
 		VALUES (:name, :api_key_digest, :api_key_hash, :api_key_prefix, :webhook_url,
 			:webhook_secret_ciphertext, :settlement_address, :created_at, :updated_at, :disabled_at,
-			:underpayment_tolerance)
+			:underpayment_tolerance, :external_id)
 		RETURNING id`, m)
 }
 
@@ -33,6 +33,16 @@ func (s *Store) GetMerchant(ctx context.Context, id int64) (store.Merchant, erro
 func (s *Store) GetMerchantByAPIKeyDigest(ctx context.Context, digest []byte) (store.Merchant, error) {
 	var m store.Merchant
 	err := s.getPrepared(ctx, &m, `SELECT `+merchantColumns+` FROM merchants WHERE api_key_digest = ?`, digest)
+	return m, err
+}
+
+// GetMerchantByExternalID implements store.MerchantStore.
+func (s *Store) GetMerchantByExternalID(ctx context.Context, externalID string) (store.Merchant, error) {
+	var m store.Merchant
+	if externalID == "" {
+		return m, store.ErrNotFound
+	}
+	err := s.get(ctx, &m, `SELECT `+merchantColumns+` FROM merchants WHERE external_id = ?`, externalID)
 	return m, err
 }
 
