@@ -2,9 +2,9 @@ package invoice
 
 import (
 	"bufio"
-	"iter"
 	"encoding/csv"
 	"encoding/json"
+	"iter"
 	"log/slog"
 	"net/http"
 	"strconv"
