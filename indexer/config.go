@@ -38,7 +38,7 @@ type Config struct {
 	Concurrency int
 	// MaxReorgDepth is the deepest reorg followed: when more than this many
 	// indexed blocks would be orphaned, Run stops with an error wrapping
-	// ErrReorgTooDeep instead of rewriting that much history. Defaults to
+	// store.ErrReorgTooDeep instead of rewriting that much history. Defaults to
 	// 64.
 	MaxReorgDepth int
 	// ChainID, when set, is the EIP-155 chain id the node must report

@@ -24,7 +24,7 @@
 // indexed height differs, it walks back to the common ancestor, deletes the
 // orphaned blocks and their transactions, records a store.Reorg and moves
 // the cursor back, in one transaction, then indexes the new branch. A reorg
-// deeper than MaxReorgDepth stops Run with ErrReorgTooDeep.
+// deeper than MaxReorgDepth stops Run with store.ErrReorgTooDeep.
 //
 // NewClientSource is the other Source, on go-ethereum's client interfaces
 // (Client: *ethclient.Client, the simulated backend's simulated.Client): it

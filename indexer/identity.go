@@ -23,13 +23,6 @@ var (
 	// restored snapshot, a new network with the same chain id, a wrong node
 	// behind a load balancer. Nothing must be read from it or sent to it.
 	ErrChainChanged = errors.New("indexer: the node serves another chain than the one in the database")
-	// ErrNodeBehind: the node's head is below the indexed tip. It is
-	// lagging, resyncing, or it was reset and has not yet reached a height
-	// where that shows; either way it is waited for, never acted on. Check
-	// (readiness) reports it when the node is more than MaxReorgDepth
-	// blocks behind; CheckChain (the guard before anything is sent or a
-	// missing receipt is acted on) at any depth.
-	ErrNodeBehind = errors.New("indexer: the node is far behind the indexed chain")
 )
 
 // whatToDo ends every ErrChainChanged message.
@@ -144,7 +137,7 @@ func NewIdentity(src Source, st IdentityStore, cfg IdentityConfig) (*Identity, e
 
 // CheckChain returns nil when the node serves the recorded chain and its
 // head is not below the indexed tip; otherwise an error wrapping
-// ErrChainChanged, ErrWrongChain or ErrNodeBehind, or the node's or
+// ErrChainChanged, ErrWrongChain or store.ErrNodeBehind, or the node's or
 // database's failure. Call it before sending anything to the node that
 // was signed for the recorded chain, and before acting on what the node
 // lacks (a missing receipt is a reorg only on a node that is not behind):
@@ -159,7 +152,7 @@ func (id *Identity) CheckChain(ctx context.Context) error {
 	if s.BehindBlocks > 0 {
 		return fmt.Errorf("%w: the node's head %d is %d blocks below indexed block %d; "+
 			"waiting for it to catch up before sending anything or acting on a missing receipt",
-			ErrNodeBehind, s.NodeHead, s.BehindBlocks, s.IndexedTip)
+			store.ErrNodeBehind, s.NodeHead, s.BehindBlocks, s.IndexedTip)
 	}
 	return nil
 }
@@ -194,10 +187,10 @@ func (id *Identity) Run(ctx context.Context) error {
 		case err == nil && prev != nil:
 			id.log.InfoContext(ctx, "chain identity: the node serves the recorded chain again",
 				slog.Any("previous_error", prev))
-		case err != nil && errors.Is(err, ErrNodeBehind) && !errors.Is(prev, ErrNodeBehind):
+		case err != nil && errors.Is(err, store.ErrNodeBehind) && !errors.Is(prev, store.ErrNodeBehind):
 			id.log.WarnContext(ctx, "chain identity: the node is far behind the indexed chain; not ready until it catches up",
 				slog.Any("error", err))
-		case err != nil && !errors.Is(err, ErrNodeBehind):
+		case err != nil && !errors.Is(err, store.ErrNodeBehind):
 			id.log.WarnContext(ctx, "chain identity: check failed; will check again", slog.Any("error", err))
 		}
 		prev = err
@@ -289,7 +282,7 @@ func (id *Identity) check(ctx context.Context) (ChainStatus, error) {
 	if s.BehindBlocks > uint64(id.cfg.MaxReorgDepth) {
 		return s, fmt.Errorf("%w: the node's head %d is %d blocks below indexed block %d (more than MaxReorgDepth %d), "+
 			"last verified at block %d; if the node is resyncing, wait for it; if it was reset, start with a fresh database",
-			ErrNodeBehind, head, s.BehindBlocks, s.IndexedTip, id.cfg.MaxReorgDepth, s.VerifiedAt)
+			store.ErrNodeBehind, head, s.BehindBlocks, s.IndexedTip, id.cfg.MaxReorgDepth, s.VerifiedAt)
 	}
 	return s, id.anchor(ctx, head)
 }

@@ -131,7 +131,7 @@ func TestSwap_Deep_NodeBehindIsLoudThenRefused(t *testing.T) {
 	id, err := indexer.NewIdentity(p.source(t), st, indexer.IdentityConfig{})
 	require.NoError(t, err)
 	s, err := id.Check(context.Background())
-	require.ErrorIs(t, err, indexer.ErrNodeBehind)
+	require.ErrorIs(t, err, store.ErrNodeBehind)
 	require.EqualValues(t, 91, s.BehindBlocks)
 	require.Equal(t, s, id.Status())
 
@@ -252,7 +252,7 @@ func waitCursor(t *testing.T, st store.Store, n uint64, h common.Hash) {
 
 // A node of the recorded chain that is behind (a lagging replica, a
 // resync) is not another chain: within MaxReorgDepth it passes; beyond,
-// it is ErrNodeBehind (not ready), never ErrChainChanged.
+// it is store.ErrNodeBehind (not ready), never ErrChainChanged.
 func TestIdentity_SameChainNodeBehind_WithinLimitPassesBeyondIsNotReady(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -273,7 +273,7 @@ func TestIdentity_SameChainNodeBehind_WithinLimitPassesBeyondIsNotReady(t *testi
 
 	c.fork(85) // block 10
 	s, err = id.Check(ctx)
-	require.ErrorIs(t, err, indexer.ErrNodeBehind)
+	require.ErrorIs(t, err, store.ErrNodeBehind)
 	require.NotErrorIs(t, err, indexer.ErrChainChanged)
 	require.EqualValues(t, 90, s.BehindBlocks)
 	require.EqualValues(t, 8, s.VerifiedAt, "compared at a permanent checkpoint below the node's head")

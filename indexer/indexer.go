@@ -35,22 +35,19 @@ var _ Store = store.Store(nil)
 const LockName = "indexer"
 
 var (
-	// ErrReorgTooDeep: the node's chain no longer contains any of the last
-	// MaxReorgDepth indexed blocks. The indexer stops rather than rewrite
-	// that much history; an operator decides (raise the limit, check the
-	// node).
-	ErrReorgTooDeep = errors.New("indexer: reorg deeper than MaxReorgDepth")
 	// ErrWrongChain: the node reports another chain id than Config.ChainID.
 	ErrWrongChain = errors.New("indexer: node is on another chain")
+	// ErrChainMoved: the node's answers changed under us (a batch that does
+	// not link up, a log of another block than asked, a reorg that undid
+	// itself). A Source returns it (wrapped) when it sees that; the indexer
+	// polls again at once.
+	ErrChainMoved = errors.New("indexer: chain moved while reading")
 )
 
 // Internal signals between the loop's steps.
 var (
 	// errReorg: the next block does not build on the indexed head.
 	errReorg = errors.New("indexer: next block does not extend the indexed chain")
-	// errChainMoved: the node's answers changed under us (a batch that does
-	// not link up, a reorg that undid itself); poll again at once.
-	errChainMoved = errors.New("indexer: chain moved while reading")
 	// errLockLost: the named lock was lost; stop writing and re-acquire.
 	errLockLost = errors.New("indexer: lock lost")
 )
@@ -129,7 +126,7 @@ func (ix *Indexer) Gatherer() prometheus.Gatherer { return ix.gatherer }
 // the lock is lost, then takes it again. Failures of the node or the
 // database are retried with capped exponential backoff; Run returns an
 // error only for what retrying cannot fix: a reorg deeper than
-// MaxReorgDepth (ErrReorgTooDeep), a node on another chain id
+// MaxReorgDepth (store.ErrReorgTooDeep), a node on another chain id
 // (ErrWrongChain), or a node serving another chain than the one indexed
 // (ErrChainChanged: another genesis, or blocks that differ back to genesis
 // or deeper than MaxReorgDepth), which it never takes for a reorg.
@@ -187,7 +184,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 
 // fatal reports the errors that stop Run: an operator decides.
 func fatal(err error) bool {
-	return errors.Is(err, ErrReorgTooDeep) || errors.Is(err, ErrWrongChain) || errors.Is(err, ErrChainChanged)
+	return errors.Is(err, store.ErrReorgTooDeep) || errors.Is(err, ErrWrongChain) || errors.Is(err, ErrChainChanged)
 }
 
 // session indexes while the lock is held.
@@ -230,7 +227,7 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 		if ready {
 			idle, err = ix.step(ctx, wctx)
 		}
-		if !errors.Is(err, errChainMoved) {
+		if !errors.Is(err, ErrChainMoved) {
 			moved = 0
 		}
 		switch {
@@ -241,7 +238,7 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 		case fatal(err):
 			ix.log.ErrorContext(ctx, "indexer: stopped", slog.Any("error", err))
 			return err
-		case errors.Is(err, errChainMoved):
+		case errors.Is(err, ErrChainMoved):
 			// Poll again at once, unless the node keeps changing its
 			// answers (a load balancer over nodes that disagree): then
 			// back off like after a failure.
@@ -291,7 +288,7 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	// At every start and after every failure (a reconnect), the node must
 	// serve the chain the database holds.
 	status, err := ix.id.Check(ctx)
-	if err != nil && !errors.Is(err, ErrNodeBehind) {
+	if err != nil && !errors.Is(err, store.ErrNodeBehind) {
 		return err
 	} else if err != nil {
 		ix.log.WarnContext(ctx, "indexer: the node is far behind the indexed chain; waiting for it", slog.Any("error", err))
@@ -415,7 +412,7 @@ func (ix *Indexer) checkTip(ctx, wctx context.Context, head uint64) error {
 	if head < ix.cur.BlockNumber {
 		// A node below the index may be lagging, resyncing, or reset:
 		// the checkpoints tell as soon as it has a block that differs.
-		if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+		if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, ix.cfg.StoreTimeout)
@@ -462,7 +459,7 @@ func (ix *Indexer) write(wctx context.Context, fn func(tx store.Tx) error) error
 
 // apply writes fetched blocks, which must follow the indexed head, with
 // the cursor in one transaction. It returns errReorg when the first block
-// does not build on the indexed head, and errChainMoved (after writing the
+// does not build on the indexed head, and ErrChainMoved (after writing the
 // linked prefix) when the batch itself does not link up.
 func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 	if len(blocks) == 0 {
@@ -529,7 +526,7 @@ func (ix *Indexer) apply(wctx context.Context, blocks []Block) error {
 		ix.prog.add(n, len(txs))
 	}
 	if moved {
-		return errChainMoved
+		return ErrChainMoved
 	}
 	return nil
 }

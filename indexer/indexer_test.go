@@ -194,7 +194,7 @@ func TestReorg_DeeperThanMax_StopsWithError(t *testing.T) {
 	c.fork(5)
 	c.commit(6)
 	err = ix.wait(t)
-	require.ErrorIs(t, err, indexer.ErrReorgTooDeep)
+	require.ErrorIs(t, err, store.ErrReorgTooDeep)
 	require.Contains(t, err.Error(), "MaxReorgDepth 3")
 
 	after, err := st.ListBlockHashes(context.Background(), 0, head+10)

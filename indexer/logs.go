@@ -74,14 +74,14 @@ func (s *RPCSource) TransferLogs(ctx context.Context, blocks []store.Block, toke
 }
 
 // blockTransfers keeps the Transfer logs among the logs the node returned
-// for block b, in order; errChainMoved when one belongs to another block.
+// for block b, in order; ErrChainMoved when one belongs to another block.
 func blockTransfers(b *store.Block, logs []rpcLog) ([]store.TokenTransfer, error) {
 	var out []store.TokenTransfer
 	for j := range logs {
 		l := &logs[j]
 		if l.Removed || l.BlockHash != b.Hash || uint64(l.BlockNumber) != b.Number {
 			return nil, fmt.Errorf("%w: eth_getLogs for block %d %s returned a log of block %d %s (removed %t)",
-				errChainMoved, b.Number, b.Hash, uint64(l.BlockNumber), l.BlockHash, l.Removed)
+				ErrChainMoved, b.Number, b.Hash, uint64(l.BlockNumber), l.BlockHash, l.Removed)
 		}
 		if t, ok := l.transfer(); ok {
 			out = append(out, t)

@@ -46,7 +46,7 @@ type Source interface {
 	// TransferLogs returns the ERC-20 Transfer logs emitted by the token
 	// contracts tokens in each of blocks (result i for blocks[i]), in log
 	// order, fetched by block hash. It fails unless every block's logs
-	// came back; errChainMoved when a log belongs to another block than
+	// came back; ErrChainMoved when a log belongs to another block than
 	// asked (the node's chain changed).
 	TransferLogs(ctx context.Context, blocks []store.Block, tokens []common.Address) ([][]store.TokenTransfer, error)
 }

@@ -150,7 +150,7 @@ func (ix *Indexer) fetchTransfers(ctx context.Context, blocks []Block) error {
 			}
 			return nil
 		}
-		if failures >= fetchAttempts || ctx.Err() != nil || errors.Is(err, errChainMoved) {
+		if failures >= fetchAttempts || ctx.Err() != nil || errors.Is(err, ErrChainMoved) {
 			return err
 		}
 		ix.m.errors.WithLabelValues("upstream").Inc()
@@ -179,7 +179,7 @@ func (ix *Indexer) transferLogs(ctx context.Context, blocks []store.Block) ([][]
 			err = fmt.Errorf("indexer: transfer logs for %d of %d blocks", len(logs), n)
 		}
 		if err != nil {
-			if n == 1 || errors.Is(err, errChainMoved) || ctx.Err() != nil {
+			if n == 1 || errors.Is(err, ErrChainMoved) || ctx.Err() != nil {
 				return nil, err
 			}
 			ix.logBatch.CompareAndSwap(ix.logBatch.Load(), int64(n/2))
@@ -280,7 +280,7 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	lo := tip - min(tip, uint64(ix.cfg.MaxReorgDepth))
 	if top < lo {
 		return fmt.Errorf("%w: the node's head %d differs from the indexed chain and is below indexed block %d by more than MaxReorgDepth %d",
-			ErrReorgTooDeep, head, tip, ix.cfg.MaxReorgDepth)
+			store.ErrReorgTooDeep, head, tip, ix.cfg.MaxReorgDepth)
 	}
 	want := int(top - lo + 1)
 	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
@@ -318,11 +318,11 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	}
 	if !found {
 		return fmt.Errorf("%w: none of indexed blocks %d..%d is on the node's chain (indexed head %d %s, MaxReorgDepth %d)",
-			ErrReorgTooDeep, lo, top, tip, ix.cur.BlockHash, ix.cfg.MaxReorgDepth)
+			store.ErrReorgTooDeep, lo, top, tip, ix.cur.BlockHash, ix.cfg.MaxReorgDepth)
 	}
 	depth := tip - ancestor
 	if depth == 0 {
-		return errChainMoved
+		return ErrChainMoved
 	}
 	if ancestor == 0 {
 		return fmt.Errorf("%w: every indexed block from block 1 to %d differs on the node: a reorg back to genesis "+
@@ -331,7 +331,7 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	// Before rewriting anything, the node must still serve the recorded
 	// chain below the fork (the indexed blocks above the ancestor may be
 	// all that was compared here).
-	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, ErrNodeBehind) {
+	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
 		return err
 	}
 	r := store.Reorg{ForkBlock: ancestor + 1, Depth: int(depth), DetectedAt: ix.cfg.Now()}

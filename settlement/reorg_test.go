@@ -215,7 +215,7 @@ func TestReorg_DeeperThanHistory_StopsWithError(t *testing.T) {
 	f.fork(3)
 	f.mineN(10)
 	err := s.Sync(ctx)
-	require.ErrorIs(t, err, ErrReorgTooDeep)
+	require.ErrorIs(t, err, store.ErrReorgTooDeep)
 	require.Equal(t, before.BlockHash, f.cursor().BlockHash, "nothing moved")
 	require.Equal(t, store.StatusPaid, f.get(inv.ID).Status)
 }

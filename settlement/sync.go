@@ -19,10 +19,6 @@ import (
 // the indexed chain (a reorg happened under it).
 var errNotCanonical = errors.New("settlement: processed block no longer canonical")
 
-// ErrReorgTooDeep is returned (and retried, logged) when more processed
-// blocks were orphaned than Config.MaxReorgDepth: settlement stops
-// advancing until an operator looks.
-var ErrReorgTooDeep = errors.New("settlement: reorg deeper than MaxReorgDepth")
 
 // pruneEvery is how often (in blocks) the processed-block history is
 // trimmed to MaxReorgDepth.
@@ -522,7 +518,7 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 		// The history reaches MaxReorgDepth below the cursor (or is
 		// missing) and none of it is canonical.
 		return nil, false, fmt.Errorf("%w (%d): no processed block at or below %d is in the indexed chain",
-			ErrReorgTooDeep, s.cfg.MaxReorgDepth, top)
+			store.ErrReorgTooDeep, s.cfg.MaxReorgDepth, top)
 	case anc == nil:
 		// Every block settlement ever processed was orphaned: go back to
 		// just before the first one. Its hash may be unknown (zero), in

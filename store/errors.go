@@ -18,4 +18,16 @@ var (
 	ErrInvariant = errors.New("refused by a database invariant")
 	// ErrUnavailable: the database cannot be reached or cannot write.
 	ErrUnavailable = errors.New("database unavailable")
+
+	// The chain's sentinels, shared by every package that reads a node (one
+	// name per idea: the indexer, settlement and sweep wrap the same ones).
+
+	// ErrNodeBehind: the node's head is below one already acted on (the
+	// indexed tip, or a head a sweep pass used). It is waited for, never
+	// acted on, until it catches up.
+	ErrNodeBehind = errors.New("the node is behind the chain already acted on")
+	// ErrReorgTooDeep: a reorganisation reaches deeper than the configured
+	// MaxReorgDepth; the part stops rather than rewrite that much history,
+	// and an operator decides.
+	ErrReorgTooDeep = errors.New("reorg deeper than MaxReorgDepth")
 )

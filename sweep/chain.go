@@ -163,7 +163,7 @@ func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
 	s.mu.Unlock()
 	if number < highest {
 		return nil, fmt.Errorf("%w: the node's head %d is below block %d, which an earlier pass worked against; waiting for it to catch up",
-			ErrNodeBehind, number, highest)
+			store.ErrNodeBehind, number, highest)
 	}
 	p := &pass{
 		now:     s.cfg.Now().UTC().Truncate(time.Microsecond),

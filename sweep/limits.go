@@ -11,11 +11,6 @@ import (
 // errChainGuard wraps the chain guard's refusal: nothing was sent.
 var errChainGuard = errors.New("sweep: chain guard refused the node; nothing sent")
 
-// ErrNodeBehind: the node's head is below one a pass of this sweeper
-// already worked against. Such a node is lagging, resyncing or another
-// chain: nothing is sent to it and nothing it lacks (a receipt, a
-// balance) is acted on until it catches up.
-var ErrNodeBehind = errors.New("sweep: the node is behind")
 
 // checkChain asks Config.ChainGuard, if any, whether the node still serves
 // the chain the stored transactions were signed for.

@@ -31,7 +31,11 @@ type Payload struct {
 	Type string `json:"type"`
 	// CreatedAt is when the state change happened.
 	CreatedAt time.Time `json:"created_at"`
-	// Data is the invoice as the merchant API shows it, at that moment.
+	// Data is what the event is about as the merchant API shows it, at
+	// that moment: the invoice (invoice.*), the refund or payout
+	// (refund.*, payout.*: store/api.Outbound), or the settlement-address
+	// change (merchant.settlement_address_changed:
+	// store/api.SettlementAddressChange).
 	Data json.RawMessage `json:"data"`
 }
 

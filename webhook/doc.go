@@ -96,7 +96,7 @@
 //
 // # Replay
 //
-// Handler serves the merchant API (authenticated by the host's
+// DeliveriesAPI serves the merchant API (authenticated by the host's
 // Authenticator; a merchant sees only its own deliveries):
 //
 //	GET  /v1/webhook-deliveries?status=failed&since=<RFC 3339>&limit=50&cursor=<next_cursor>

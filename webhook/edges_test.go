@@ -19,7 +19,7 @@ func TestAPI_ReplayAllNonJSONContentType_415NothingReplayed(t *testing.T) {
 	clk, sec := newClock(), &secrets{}
 	m := newMerchant(t, st, sec, "http://127.0.0.1:1/x", newSecret(t))
 	d := failedDelivery(t, st, m.ID, clk.Now())
-	h, err := webhook.NewHandler(st, tokenAuth{"k1": m}, webhook.HandlerConfig{Now: clk.Now})
+	h, err := webhook.NewDeliveriesAPI(st, tokenAuth{"k1": m}, webhook.DeliveriesAPIConfig{Now: clk.Now})
 	require.NoError(t, err)
 	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b", ""} {
 		req := httptest.NewRequest("POST", "/v1/webhook-deliveries/replay", strings.NewReader(`{"since":"2020-01-01T00:00:00Z"}`))
@@ -54,7 +54,7 @@ func TestAPI_ListUnparsableQuery_400(t *testing.T) {
 func TestHandler_UnknownPathAndWrongMethod_Problems(t *testing.T) {
 	t.Parallel()
 	st := stores[0].open(t)
-	h, err := webhook.NewHandler(st, tokenAuth{}, webhook.HandlerConfig{})
+	h, err := webhook.NewDeliveriesAPI(st, tokenAuth{}, webhook.DeliveriesAPIConfig{})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/webhook-deliveries/1/nope", nil))

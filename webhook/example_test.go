@@ -106,7 +106,7 @@ func ExampleNew() {
 	}
 	go func() { _ = d.Run(ctx) }()
 
-	api, err := webhook.NewHandler(st, authenticator{}, webhook.HandlerConfig{})
+	api, err := webhook.NewDeliveriesAPI(st, authenticator{}, webhook.DeliveriesAPIConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

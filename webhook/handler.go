@@ -24,17 +24,17 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (store.Merchant, error)
 }
 
-// HandlerStore is what the deliveries API needs from the database.
+// DeliveriesStore is what the deliveries API needs from the database.
 // *postgres.Store and *sqlite.Store satisfy it.
-type HandlerStore interface {
+type DeliveriesStore interface {
 	GetDelivery(ctx context.Context, id int64) (store.Delivery, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error)
 	ReplayDelivery(ctx context.Context, merchantID, id int64, now time.Time) (store.Delivery, error)
 	ReplayFailedDeliveries(ctx context.Context, merchantID int64, since, now time.Time) (int64, error)
 }
 
-// HandlerConfig tunes a Handler. The zero value is usable.
-type HandlerConfig struct {
+// DeliveriesAPIConfig tunes a DeliveriesAPI. The zero value is usable.
+type DeliveriesAPIConfig struct {
 	// Now is the clock replays are due at. Defaults to time.Now.
 	Now func() time.Time
 	// Logger receives database errors. Defaults to a logger that discards
@@ -42,7 +42,8 @@ type HandlerConfig struct {
 	Logger *slog.Logger
 }
 
-// Handler is the merchant API of webhook deliveries:
+// DeliveriesAPI is the merchant API of webhook deliveries (not a receiver:
+// receivers verify with Verify or a Verifier):
 //
 //	GET  /v1/webhook-deliveries               list, newest first (?status=failed&since=…&limit=…&cursor=…)
 //	GET  /v1/webhook-deliveries/{id}          one delivery
@@ -52,10 +53,10 @@ type HandlerConfig struct {
 // Every request is authenticated by the Authenticator; a merchant sees and
 // replays only its own deliveries (others are 404). Errors are RFC 9457
 // problem JSON with a stable code.
-type Handler struct {
-	st   HandlerStore
+type DeliveriesAPI struct {
+	st   DeliveriesStore
 	auth Authenticator
-	cfg  HandlerConfig
+	cfg  DeliveriesAPIConfig
 	mux  http.Handler
 }
 
@@ -66,9 +67,9 @@ const (
 	maxReplayBody   = 4 << 10
 )
 
-// NewHandler returns the deliveries API over st, authenticating requests
+// NewDeliveriesAPI returns the deliveries API over st, authenticating requests
 // with auth.
-func NewHandler(st HandlerStore, auth Authenticator, cfg HandlerConfig) (*Handler, error) {
+func NewDeliveriesAPI(st DeliveriesStore, auth Authenticator, cfg DeliveriesAPIConfig) (*DeliveriesAPI, error) {
 	if st == nil || auth == nil {
 		return nil, errors.New("webhook: NewHandler needs a HandlerStore and an Authenticator")
 	}
@@ -79,7 +80,7 @@ func NewHandler(st HandlerStore, auth Authenticator, cfg HandlerConfig) (*Handle
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := httpapi.NewMux()
-	h := &Handler{st: st, auth: auth, cfg: cfg, mux: mux}
+	h := &DeliveriesAPI{st: st, auth: auth, cfg: cfg, mux: mux}
 	h.Register(mux)
 	return h, nil
 }
@@ -87,7 +88,7 @@ func NewHandler(st HandlerStore, auth Authenticator, cfg HandlerConfig) (*Handle
 // Register mounts the API's routes on mux (Go 1.22 patterns, so they sit
 // beside the host's other routes). Wrap the mux in httpapi.Problems (an
 // httpapi.Mux is) for 404 and 405 problems.
-func (h *Handler) Register(mux httpapi.Router) {
+func (h *DeliveriesAPI) Register(mux httpapi.Router) {
 	mux.Handle("GET /v1/webhook-deliveries", h.authed(h.list))
 	mux.Handle("GET /v1/webhook-deliveries/{id}", h.authed(h.get))
 	mux.Handle("POST /v1/webhook-deliveries/{id}/replay", h.authed(h.replay))
@@ -96,11 +97,11 @@ func (h *Handler) Register(mux httpapi.Router) {
 
 // ServeHTTP serves the API's routes alone; anything else is a 404 or 405
 // problem.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *DeliveriesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem
 
-func (h *Handler) authed(fn handlerFunc) http.Handler {
+func (h *DeliveriesAPI) authed(fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, err := h.auth.Authenticate(r)
 		if err != nil {
@@ -123,7 +124,7 @@ func (h *Handler) authed(fn handlerFunc) http.Handler {
 }
 
 // storeError maps a store error to a problem, in one place.
-func (h *Handler) storeError(ctx context.Context, err error) *problem.Problem {
+func (h *DeliveriesAPI) storeError(ctx context.Context, err error) *problem.Problem {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return problem.Of(problem.CodeNotFound, "no such webhook delivery")
@@ -193,7 +194,7 @@ func decodeCursor(c string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
+func (h *DeliveriesAPI) list(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	f := store.DeliveryFilter{MerchantID: m.ID, Limit: defaultPageSize}
 	q, perr := httpapi.Query(r)
 	if perr != nil {
@@ -263,7 +264,7 @@ func pathID(r *http.Request) (int64, *problem.Problem) {
 	return id, nil
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
+func (h *DeliveriesAPI) get(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	id, e := pathID(r)
 	if e != nil {
 		return e
@@ -279,7 +280,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, m store.Merchant) 
 	return nil
 }
 
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
+func (h *DeliveriesAPI) replay(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	id, e := pathID(r)
 	if e != nil {
 		return e
@@ -292,7 +293,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, m store.Merchan
 	return nil
 }
 
-func (h *Handler) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
+func (h *DeliveriesAPI) replayAll(w http.ResponseWriter, r *http.Request, m store.Merchant) *problem.Problem {
 	if !httpapi.CheckJSON(w, r) {
 		return nil
 	}

@@ -36,8 +36,8 @@ type api struct {
 	srv *httptest.Server
 }
 
-func newAPI(t *testing.T, st webhook.HandlerStore, auth webhook.Authenticator, now func() time.Time) *api {
-	h, err := webhook.NewHandler(st, auth, webhook.HandlerConfig{Now: now})
+func newAPI(t *testing.T, st webhook.DeliveriesStore, auth webhook.Authenticator, now func() time.Time) *api {
+	h, err := webhook.NewDeliveriesAPI(st, auth, webhook.DeliveriesAPIConfig{Now: now})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/invoices", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })

@@ -31,10 +31,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Both stores serve the dispatcher and the API.
 var (
-	_ webhook.Store        = (*postgres.Store)(nil)
-	_ webhook.Store        = (*sqlite.Store)(nil)
-	_ webhook.HandlerStore = (*postgres.Store)(nil)
-	_ webhook.HandlerStore = (*sqlite.Store)(nil)
+	_ webhook.Store           = (*postgres.Store)(nil)
+	_ webhook.Store           = (*sqlite.Store)(nil)
+	_ webhook.DeliveriesStore = (*postgres.Store)(nil)
+	_ webhook.DeliveriesStore = (*sqlite.Store)(nil)
 )
 
 var ctx = context.Background()
@@ -43,7 +43,7 @@ var ctx = context.Background()
 // and the API need, plus set-up.
 type testStore interface {
 	webhook.Store
-	webhook.HandlerStore
+	webhook.DeliveriesStore
 	store.Store
 }
 

@@ -109,7 +109,7 @@ type Env struct {
 	// Invoices is the invoice service.
 	Invoices *invoice.Service
 	// URL is an HTTP server with the invoice API and the webhook
-	// deliveries API (invoice.Service.Routes, webhook.Handler).
+	// deliveries API (invoice.Service.Routes, webhook.DeliveriesAPI).
 	URL string
 	// Merchant is a merchant created at start, with Config.WebhookURL and
 	// a fresh settlement address that holds nothing.
@@ -210,7 +210,7 @@ func (e *Env) start(sweepKey *ecdsa.PrivateKey) {
 	})
 	must(tb, err)
 	e.Invoices.Routes(mux)
-	deliveries, err := webhook.NewHandler(e.Store, e.Invoices, webhook.HandlerConfig{Now: cfg.Now, Logger: log("webhook")})
+	deliveries, err := webhook.NewDeliveriesAPI(e.Store, e.Invoices, webhook.DeliveriesAPIConfig{Now: cfg.Now, Logger: log("webhook")})
 	must(tb, err)
 	deliveries.Register(mux)
 	settlementKey, err := crypto.GenerateKey()

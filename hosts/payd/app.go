@@ -319,7 +319,7 @@ func (a *app) checkIdentity(ctx context.Context) error {
 	}
 	s, err := a.identity.Check(ctx)
 	switch {
-	case errors.Is(err, indexer.ErrNodeBehind):
+	case errors.Is(err, store.ErrNodeBehind):
 		a.log.Warn("the chain node is far behind the indexed chain: not ready until it catches up", "err", err)
 	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
 		return fmt.Errorf("refusing to start: %w", err)
@@ -389,7 +389,7 @@ func (a *app) buildAPI(ctx context.Context) error {
 	a.workers = append(a.workers, worker{"invoice", a.invoices.Run})
 
 	// The deliveries API checks its keys' scopes like the invoice API.
-	deliveries, err := webhook.NewHandler(a.st, a.invoices.RouteAuthenticator(), webhook.HandlerConfig{Logger: a.log.With("component", "webhook")})
+	deliveries, err := webhook.NewDeliveriesAPI(a.st, a.invoices.RouteAuthenticator(), webhook.DeliveriesAPIConfig{Logger: a.log.With("component", "webhook")})
 	if err != nil {
 		return err
 	}

@@ -182,7 +182,7 @@ func (a *app) chainStatus() indexer.ChainStatus {
 // chainProblem names what an identity check found wrong, or "".
 func chainProblem(err error) string {
 	switch {
-	case errors.Is(err, indexer.ErrNodeBehind):
+	case errors.Is(err, store.ErrNodeBehind):
 		return "node_behind"
 	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
 		return "another_chain"

@@ -51,7 +51,11 @@ type Config struct {
 	LockCheckInterval time.Duration
 }
 
-// Store is the PostgreSQL store.
+// Store is the PostgreSQL store. It implements store.Store: its methods are
+// those of the store package's interfaces (MerchantStore, InvoiceStore,
+// ChainStore, …), documented there — go doc shows them on the interfaces,
+// not here, because they come from the one SQL implementation both stores
+// share (store/internal/sqlstore).
 type Store struct {
 	*sqlstore.Store
 	cfg Config

@@ -44,7 +44,11 @@ type Config struct {
 	MaxOpenConns int
 }
 
-// Store is the SQLite store.
+// Store is the SQLite store. It implements store.Store: its methods are
+// those of the store package's interfaces (MerchantStore, InvoiceStore,
+// ChainStore, …), documented there — go doc shows them on the interfaces,
+// not here, because they come from the one SQL implementation both stores
+// share (store/internal/sqlstore).
 type Store struct {
 	*sqlstore.Store
 	path string

@@ -9,9 +9,9 @@
 //
 // The Solidity sources live beside this file; scripts/build-contracts.sh
 // rebuilds the committed ABI (*.abi.json) and bytecode (*.bin) with a pinned
-// solc from npm. It is shared test infrastructure: every package's tests and
-// `payd dev` may import it (it lives under store, which every package may
-// import).
+// solc from npm. It is shared test infrastructure of the test kit
+// (hosts/evmpaytest): every package's tests and `payd dev` import it; no
+// library package does.
 package testtoken
 
 import (
