@@ -17,20 +17,33 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
-// Chain is what the sweeper needs from an EVM node. It is made of
-// go-ethereum's own interfaces, so *ethclient.Client and the simulated
-// backend's client satisfy it as they are.
+// Chain is what the sweeper needs from an EVM node: exactly the methods it
+// calls, each with the signature of go-ethereum's client, so that
+// *ethclient.Client and the simulated backend's client satisfy it as they
+// are, and an own implementation writes these 13 and nothing else.
 type Chain interface {
-	ethereum.ChainIDReader
-	ethereum.BlockNumberReader
-	ethereum.ChainStateReader
-	ethereum.PendingStateReader
-	ethereum.TransactionReader
-	ethereum.TransactionSender
-	ethereum.GasPricer1559
-	ethereum.ContractCaller // token sweeps: balances, allowances, permits, pre-flight calls
-	ethereum.GasEstimator   // token sweeps: the gas of a transfer
+	// ChainID is eth_chainId: transactions are signed for it.
+	ChainID(ctx context.Context) (*big.Int, error)
+	// BlockNumber is eth_blockNumber; HeaderByNumber eth_getBlockByNumber
+	// (nil: the latest), for the head and its base fee.
+	BlockNumber(ctx context.Context) (uint64, error)
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+	// BalanceAt, NonceAt and CodeAt read an account at a block (nil:
+	// latest); PendingNonceAt counts the node's pending transactions too.
+	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
+	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+	CodeAt(ctx context.Context, account common.Address, blockNumber *big.Int) ([]byte, error)
+	// CallContract and EstimateGas serve token sweeps: balances,
+	// allowances, permit nonces, pre-flight calls, the gas of a transfer.
+	CallContract(ctx context.Context, call ethereum.CallMsg, blockNumber *big.Int) ([]byte, error)
+	EstimateGas(ctx context.Context, call ethereum.CallMsg) (uint64, error)
+	// SuggestGasTipCap is eth_maxPriorityFeePerGas (it may be 0).
+	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
+	// SendTransaction broadcasts a signed transaction; TransactionReceipt
+	// reads its receipt (ethereum.NotFound while it is not mined).
+	SendTransaction(ctx context.Context, tx *types.Transaction) error
+	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
 }
 
 // Store is what the sweeper needs from the shared database; store.Store

@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
@@ -23,6 +24,12 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// go-ethereum's clients are Chains as they are.
+var (
+	_ Chain = (*ethclient.Client)(nil)
+	_ Chain = simulated.Client(nil)
+)
 
 const testMnemonic = "test test test test test test test test test test test junk"
 
