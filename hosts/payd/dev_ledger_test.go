@@ -92,7 +92,9 @@ func TestDev_NoWarningAtStart_AndReconcileOnSQLite(t *testing.T) {
 		}
 		block, _ := strconv.ParseUint(m[1], 10, 64)
 		return block >= paidBy
-	}, func() string { return fmt.Sprintf("never reconciled past block %d: %v\n%s", paidBy, recErr, rec.String()) })
+	}, func() string {
+		return fmt.Sprintf("never reconciled past block %d: %v\n%s", paidBy, recErr, rec.String())
+	})
 	table := rec.String()
 	require.Regexp(t, `payout\s+`+payout[1]+`\s+native\s+100000000000000000\s+100000000000000000\s+0\n`, table)
 	require.Regexp(t, `payout\s+`+payout[1]+`\s+`+token[2]+`\s+12500000\s+12500000\s+0\n`, table)
