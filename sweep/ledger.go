@@ -352,13 +352,19 @@ func (s *Sweeper) followInflows(ctx context.Context, p *pass) error {
 }
 
 // startLedger records every wallet's opening balance at block and starts
-// the follower's cursor there.
+// the follower's cursor there. A block not indexed — the indexer started
+// above it, at the chain's head, and the confirmed head is still below
+// its first block — is nothing to do yet: the ledger starts once the
+// confirmed head reaches the indexed blocks.
 func (s *Sweeper) startLedger(ctx context.Context, p *pass, ws []store.ServiceWallet, block uint64) error {
-	opening, err := s.openingBalances(ctx, p, ws, block)
+	b, err := s.st.GetBlock(ctx, block)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	b, err := s.st.GetBlock(ctx, block)
+	opening, err := s.openingBalances(ctx, p, ws, block)
 	if err != nil {
 		return err
 	}

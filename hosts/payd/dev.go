@@ -85,7 +85,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// The dev chain starts from genesis on every run, so the database does
 	// too: blocks and invoices of an earlier run's chain would be lies.
-	dbPath := filepath.Join(*dataDir, "payd-dev.db")
+	dbPath := filepath.Join(*dataDir, devDatabaseFile)
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbPath + suffix)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -168,9 +167,9 @@ func newKeyring(ctx context.Context, getenv func(string) string, log *slog.Logge
 		sources: map[string]secretSource{}, keys: map[string]accountKey{}, problem: map[string]string{}}
 	switch env.provider {
 	case providerPKCS11:
-		pin, err := os.ReadFile(env.pkcs11PINFile)
+		pin, err := readSecretFile("PAY_PKCS11_PIN_FILE", env.pkcs11PINFile)
 		if err != nil {
-			return nil, fmt.Errorf("PAY_PKCS11_PIN_FILE: %w", err)
+			return nil, err
 		}
 		k.tok, err = pkcs11key.Open(pkcs11key.Config{Module: env.pkcs11Module, Token: env.pkcs11Token,
 			PIN: strings.TrimSpace(string(pin)), Logger: log.With("component", "pkcs11")})

@@ -41,6 +41,18 @@ func runSecrets(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 	if *out == "" {
 		return usageError("payd secrets seal: --out is required; " + use)
 	}
+	// A plaintext file is checked first, like every secret file payd
+	// reads (secrets.go): one that group or others may access is refused
+	// before anything is asked of the HSM or KMS.
+	var plain []byte
+	if *in != "-" {
+		b, err := readSecretFile("payd secrets seal: --in", *in)
+		if err != nil {
+			return err
+		}
+		plain = b
+	}
+	defer func() { clear(plain) }()
 	kr, err := newKeyring(ctx, os.Getenv, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -49,16 +61,11 @@ func runSecrets(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 	if kr.env.provider == providerFile || kr.env.sealKey == "" {
 		return errors.New("payd secrets seal: set PAY_KEYS_PROVIDER (pkcs11 or awskms) and PAY_SEAL_KEY (the wrapping key's label or KMS key id; `payd keys create --kind wrap` makes one)")
 	}
-	var plain []byte
 	if *in == "-" {
-		plain, err = io.ReadAll(io.LimitReader(stdin, 1<<16))
-	} else {
-		plain, err = os.ReadFile(*in)
+		if plain, err = io.ReadAll(io.LimitReader(stdin, 1<<16)); err != nil {
+			return fmt.Errorf("payd secrets seal: read the plaintext: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("payd secrets seal: read the plaintext: %w", err)
-	}
-	defer clear(plain)
 	v := []byte(strings.TrimSpace(string(plain)))
 	defer clear(v)
 	if err := checkSecret(name, v); err != nil {

@@ -17,3 +17,10 @@ var errNoDevChain = errors.New("this payd was built for production (-tags nodev)
 func runDev(context.Context, []string, io.Writer) error { return errNoDevChain }
 
 func runDevChain(context.Context, []string, io.Writer) error { return errNoDevChain }
+
+// openSQLite answers `payd reconcile` with a sqlite: DATABASE_URL in a
+// production build, which leaves the SQLite store out of the binary.
+func openSQLite(context.Context, string) (reconcileStore, error) {
+	return nil, errors.New("this payd was built for production (-tags nodev), without the SQLite store: " +
+		"run `go run ./hosts/payd reconcile` from a checkout of evmpay to reconcile a SQLite database")
+}

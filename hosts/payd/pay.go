@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"os"
 	"strings"
 	"time"
 
@@ -167,9 +166,9 @@ func payerKey(file string) (*ecdsa.PrivateKey, error) {
 		}
 		return w.PrivateKey(0)
 	}
-	b, err := os.ReadFile(file)
+	b, err := readSecretFile("payd pay: --key-file", file)
 	if err != nil {
-		return nil, fmt.Errorf("payd pay: --key-file: %w", err)
+		return nil, err
 	}
 	k, err := crypto.HexToECDSA(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"))
 	if err != nil {

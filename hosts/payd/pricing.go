@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -197,7 +198,7 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 		case exchanges[name] != nil:
 			s, err = exchanges[name](pricing.ExchangeConfig{BaseURL: c.urls[name]})
 		case name == "ecb":
-			s, err = pricing.NewECB(pricing.ECBConfig{URL: c.urls[name]})
+			s, err = pricing.NewECB(pricing.ECBConfig{BaseURL: c.urls[name]})
 		case name == "chainlink":
 			s, err = pricing.NewChainlink(chain, pricing.ChainlinkConfig{Feeds: c.feeds})
 		}
@@ -231,7 +232,7 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 	if c.dev && currencies == nil {
 		currencies = []string{"USD", "EUR", "GBP", "CHF", "JPY"} // the dev table's
 	}
-	return pricing.New(sources, pricing.Config{
+	p, err := pricing.New(sources, pricing.Config{
 		Assets:          market,
 		Symbols:         c.symbols,
 		Currencies:      currencies,
@@ -242,6 +243,75 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 		Logger:          a.log.With("component", "pricing"),
 		Registerer:      a.metrics(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	// An asset the sources can never price in a currency would answer
+	// every such invoice 503 rate_unavailable, forever: a configuration
+	// mistake that looks like an outage, refused here instead.
+	if err := p.CheckRoutes(); err != nil {
+		return nil, routesError(err, c)
+	}
+	return p, nil
+}
+
+// routesError adds to CheckRoutes' error which of payd's sources would
+// supply each pair missing, and the settings to change.
+func routesError(err error, c pricingConfig) error {
+	var re *pricing.RouteError
+	if !errors.As(err, &re) {
+		return err
+	}
+	// payd's sources as configured by default: what they would quote.
+	candidates := map[string]pricing.Source{}
+	for name, mk := range exchanges {
+		if s, err := mk(pricing.ExchangeConfig{}); err == nil {
+			candidates[name] = s
+		}
+	}
+	if s, err := pricing.NewECB(pricing.ECBConfig{}); err == nil {
+		candidates["ecb"] = s
+	}
+	names := make([]string, 0, len(candidates))
+	for name := range candidates {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "PRICING_SOURCES=%s: %s", strings.Join(c.sources, ","), err)
+	seen := map[pricing.Pair]bool{}
+	for _, u := range re.Unpriced {
+		for _, s := range u.Lacking {
+			if seen[s.Pair] {
+				continue
+			}
+			seen[s.Pair] = true
+			pairs := []pricing.Pair{s.Pair}
+			if s.EitherWay {
+				pairs = append(pairs, pricing.Pair{Base: s.Pair.Quote, Quote: s.Pair.Base})
+			}
+			// The pair as the sources that would give it name it (the
+			// ECB quotes EUR/USD, not USD/EUR).
+			shown := pairs[0]
+			var more []string
+			for _, name := range names {
+				q, ok := candidates[name].(pricing.PairQuoter)
+				if !ok || contains(c.sources, name) {
+					continue
+				}
+				for _, pr := range pairs {
+					if q.QuotesPair(pr) {
+						more, shown = append(more, name), pr
+						break
+					}
+				}
+			}
+			more = append(more, "a chainlink:"+shown.String()+"@0xFEED feed")
+			fmt.Fprintf(&b, "\nto quote %s: add %s to PRICING_SOURCES", shown, strings.Join(more, " or "))
+		}
+	}
+	b.WriteString("\nor leave the currency out of PRICING_CURRENCIES (default USD,EUR), or the asset out of PRICING_ASSETS")
+	return errors.New(b.String())
 }
 
 // invoicePricer is the Pricer as the invoice service's interface: a nil

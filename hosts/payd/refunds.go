@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -91,21 +92,62 @@ func (a *app) buildReconciliation() error {
 // balance of every wallet of the service with the chain's, prints them,
 // and exits non-zero when any differs.
 func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
+	return reconcile(ctx, args, os.Getenv, stdout)
+}
+
+// devDatabaseFile is payd dev's SQLite file in its data directory.
+const devDatabaseFile = "payd-dev.db"
+
+// sqliteScheme prefixes a DATABASE_URL that names a SQLite file
+// (`sqlite:.payd/payd-dev.db`, `sqlite:///var/lib/evmpay.db`): the store
+// of `payd dev` and of embedders on store/sqlite.
+const sqliteScheme = "sqlite:"
+
+// reconcileStore is the database `payd reconcile` reads.
+type reconcileStore interface {
+	sweep.ReconcileStore
+	Close() error
+}
+
+// openReconcileStore opens DATABASE_URL: PostgreSQL, or a SQLite file
+// that must exist (reconcile never creates an empty database).
+func openReconcileStore(ctx context.Context, dbURL string) (reconcileStore, error) {
+	path, ok := strings.CutPrefix(dbURL, sqliteScheme)
+	if !ok {
+		return postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
+	}
+	path = strings.TrimPrefix(path, "//") // sqlite:///abs/path is /abs/path
+	if path == "" {
+		return nil, usageError("payd reconcile: DATABASE_URL=sqlite:PATH names the SQLite file, e.g. sqlite:.payd/" + devDatabaseFile)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("DATABASE_URL: %s is a directory; name the SQLite file in it (payd dev's is %s)", path,
+			filepath.Join(path, devDatabaseFile))
+	}
+	return openSQLite(ctx, path)
+}
+
+// reconcile is runReconcile with its environment.
+func reconcile(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := newFlagSet("reconcile")
 	block := fs.Uint64("block", 0, "compare at this block (default and at most: the ledger's last followed block)")
 	all := fs.Bool("all", false, "print every wallet, not only the ones that differ")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dbURL := os.Getenv("DATABASE_URL")
-	rpcURL, err := nodeURL(os.Getenv)
+	dbURL := getenv("DATABASE_URL")
+	rpcURL, err := nodeURL(getenv)
 	if err != nil {
 		return err
 	}
 	if dbURL == "" || rpcURL == "" {
-		return usageError("payd reconcile: set DATABASE_URL and RPC_URL (or RPC_URL_FILE)")
+		return usageError("payd reconcile: set DATABASE_URL (postgres://… or sqlite:PATH, e.g. sqlite:.payd/payd-dev.db for payd dev) and RPC_URL (or RPC_URL_FILE)")
 	}
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
+	st, err := openReconcileStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
@@ -115,7 +157,7 @@ func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("RPC_URL %s: %w", redactURL(rpcURL), err)
 	}
 	defer eth.Close()
-	toks, err := readTokens(os.Getenv)
+	toks, err := readTokens(getenv)
 	if err != nil {
 		return err
 	}

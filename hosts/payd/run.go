@@ -41,7 +41,8 @@ Usage:
   payd xpub      Print the xpub of the deposit account (from PAY_MNEMONIC_FILE).
   payd reconcile [--block N] [--all]
                  Compare the ledger's balance of every wallet of the service with the
-                 chain's (DATABASE_URL, RPC_URL, PAY_TOKENS); exit 1 when any differs.
+                 chain's (DATABASE_URL: postgres://… or sqlite:PATH, e.g. payd dev's
+                 sqlite:.payd/payd-dev.db; RPC_URL, PAY_TOKENS); exit 1 when any differs.
   payd secrets seal NAME --out FILE [--in FILE|-]
                  Seal a secret (plaintext on standard input) under PAY_SEAL_KEY in
                  PAY_KEYS_PROVIDER (pkcs11 or awskms); see docs/keys.md.

@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/crypto"
@@ -52,15 +55,62 @@ func (p fileProvider) Secret(_ context.Context, name string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: set %s_FILE to the path of a file holding %s", errSecretMissing, name, name)
 	}
-	b, err := os.ReadFile(path)
+	b, err := readSecretFile(name+"_FILE", path)
 	if err != nil {
-		return nil, fmt.Errorf("%s_FILE: %w", name, err)
+		return nil, err
 	}
 	v := []byte(strings.TrimSpace(string(b)))
 	if len(v) == 0 {
 		return nil, fmt.Errorf("%s_FILE: %s is empty", name, path)
 	}
 	return v, nil
+}
+
+// maxSecretFile bounds what is read of a secret file: every secret payd
+// reads is a line or a sealed file of a few hundred bytes.
+const maxSecretFile = 1 << 20
+
+// readSecretFile reads a file holding a secret (a mnemonic, a key, a PIN,
+// a node URL with its key, sealed or not), named by setting in errors. As
+// ssh refuses a private key whose file group or others may access, it
+// refuses a file whose mode grants group or others anything: a secret
+// others could read may already be theirs, and one they could write may be
+// replaced (a mnemonic of theirs would take the deposits). The error says
+// the chmod to run. The mode is that of the file opened (a symbolic link
+// is followed, as Kubernetes mounts secrets).
+func readSecretFile(setting, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", setting, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", setting, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
+		return nil, fmt.Errorf("%s: %s holds a secret but its mode %04o lets group or others access it; "+
+			"payd refuses it, as ssh refuses an open private key: run `chmod 600 %s`",
+			setting, path, perm, shellQuote(path))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", setting, err)
+	}
+	if len(b) > maxSecretFile {
+		return nil, fmt.Errorf("%s: %s is larger than %d bytes: not a secret file", setting, path, maxSecretFile)
+	}
+	return b, nil
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // devProvider takes secrets from the environment when set, and otherwise

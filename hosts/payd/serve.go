@@ -356,9 +356,9 @@ func nodeURL(getenv func(string) string) (string, error) {
 	case file == "":
 		return rpcURL, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := readSecretFile("RPC_URL_FILE", file)
 	if err != nil {
-		return "", fmt.Errorf("RPC_URL_FILE: %w", err)
+		return "", err
 	}
 	if rpcURL = strings.TrimSpace(string(b)); rpcURL == "" {
 		return "", fmt.Errorf("RPC_URL_FILE: %s is empty", file)

@@ -91,6 +91,12 @@ func NewChainlink(caller ethereum.ContractCaller, cfg ChainlinkConfig) (*Chainli
 // Name implements Source.
 func (c *Chainlink) Name() string { return c.name }
 
+// QuotesPair implements PairQuoter: the pairs of its feeds.
+func (c *Chainlink) QuotesPair(p Pair) bool {
+	_, ok := c.feeds[p]
+	return ok
+}
+
 // Rates implements Source: one feed after the other.
 func (c *Chainlink) Rates(ctx context.Context, pairs []Pair) ([]Rate, error) {
 	var out []Rate

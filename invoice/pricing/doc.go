@@ -12,7 +12,7 @@
 //   - NewChainlink: Chainlink price feeds on chain (AggregatorV3Interface
 //     latestRoundData and decimals through eth_call);
 //   - NewECB: the ECB's daily euro reference rates, for the fiat
-//     currencies crypto markets do not quote;
+//     currencies crypto markets do not quote, base URL configurable;
 //   - Dev (NewFixed): a fixed offline table for `payd dev`.
 //
 // A Pricer keeps every source's latest observations in memory (Run
@@ -24,6 +24,9 @@
 //		Logger:     logger,
 //		Registerer: registry,
 //	})
+//	if err := p.CheckRoutes(); err != nil {
+//		// some asset can never be priced in some currency with these sources
+//	}
 //	go p.Run(ctx)
 //	quotes, err := p.Quotes(ctx, store.MustParseFiat("49.90", "EUR"), assets, expiresAt)
 //	if after, ok := pricing.RetryAfter(err); ok {

@@ -8,19 +8,28 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/evmpay/evmpay/store"
 )
 
-// ECBURL is the European Central Bank's file of the latest euro foreign
-// exchange reference rates.
-const ECBURL = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
+// ECBURL is the European Central Bank's web site, the base URL of its
+// reference-rate files.
+const ECBURL = "https://www.ecb.europa.eu"
+
+// ECBDailyPath is the path, under the base URL, of the ECB's file of the
+// latest euro foreign exchange reference rates.
+const ECBDailyPath = "/stats/eurofxref/eurofxref-daily.xml"
 
 // ECBConfig configures NewECB.
 type ECBConfig struct {
-	// URL is the eurofxref-daily.xml file. Defaults to ECBURL.
-	URL string
+	// BaseURL is the root the file is read under (BaseURL + ECBDailyPath),
+	// like the exchanges' ExchangeConfig.BaseURL: a proxy or a test's
+	// server. Defaults to ECBURL.
+	BaseURL string
 	// Client sends the request. Defaults to a client with Timeout.
 	Client *http.Client
 	// Timeout bounds the request. Defaults to 10 s.
@@ -38,11 +47,12 @@ type ECBConfig struct {
 // the concertation on their reference date, 14:15 CET (13:15 UTC).
 type ECB struct {
 	cfg ECBConfig
+	url string // BaseURL + ECBDailyPath
 }
 
 // NewECB returns the ECB reference-rate source.
 func NewECB(cfg ECBConfig) (*ECB, error) {
-	cfg.URL = cmp.Or(cfg.URL, ECBURL)
+	cfg.BaseURL = cmp.Or(cfg.BaseURL, ECBURL)
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, 124*time.Hour)
 	if cfg.Client == nil {
@@ -51,11 +61,30 @@ func NewECB(cfg ECBConfig) (*ECB, error) {
 	if cfg.Timeout < 0 || cfg.MaxAge < 0 {
 		return nil, errors.New("pricing: ecb: Timeout and MaxAge must be positive")
 	}
-	return &ECB{cfg: cfg}, nil
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" || base.RawQuery != "" {
+		return nil, fmt.Errorf("pricing: ecb: BaseURL %q is not an http(s) URL without a query", cfg.BaseURL)
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/") + ECBDailyPath
+	return &ECB{cfg: cfg, url: base.String()}, nil
 }
 
 // Name implements Source.
 func (e *ECB) Name() string { return "ecb" }
+
+// ecbCurrencies are the currencies of the ECB's daily reference rates
+// (the file of 2 October 2026: the ECB's list since it suspended RUB in
+// March 2022 and dropped BGN when Bulgaria adopted the euro). The ECB
+// source quotes EUR in each of them; Pricer.CheckRoutes counts on this
+// list (PairQuoter).
+var ecbCurrencies = []string{"USD", "JPY", "CZK", "DKK", "GBP", "HUF", "PLN", "RON", "SEK", "CHF", "ISK", "NOK",
+	"TRY", "AUD", "BRL", "CAD", "CNY", "HKD", "IDR", "ILS", "INR", "KRW", "MXN", "MYR", "NZD", "PHP", "SGD", "THB", "ZAR"}
+
+// QuotesPair implements PairQuoter: EUR in one of the currencies of its
+// daily file.
+func (e *ECB) QuotesPair(p Pair) bool {
+	return p.Base == "EUR" && slices.Contains(ecbCurrencies, p.Quote)
+}
 
 // Rates implements Source.
 func (e *ECB) Rates(ctx context.Context, pairs []Pair) ([]Rate, error) {
@@ -68,7 +97,7 @@ func (e *ECB) Rates(ctx context.Context, pairs []Pair) ([]Rate, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.cfg.URL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ecb: %w", err)
 	}

@@ -102,6 +102,9 @@ func (x *exchange) marketOf(p Pair) string {
 	return ""
 }
 
+// QuotesPair implements PairQuoter: a pair with a market id here.
+func (x *exchange) QuotesPair(p Pair) bool { return x.marketOf(p) != "" }
+
 // Rates implements Source: one request per quoted pair, concurrently.
 func (x *exchange) Rates(ctx context.Context, pairs []Pair) ([]Rate, error) {
 	var (

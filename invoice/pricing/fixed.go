@@ -51,6 +51,12 @@ func Dev() *Fixed { return NewFixed("dev", DevRates, nil) }
 // Name implements Source.
 func (f *Fixed) Name() string { return f.name }
 
+// QuotesPair implements PairQuoter: the pairs of its table.
+func (f *Fixed) QuotesPair(p Pair) bool {
+	_, ok := f.rates[p]
+	return ok
+}
+
 // Rates implements Source.
 func (f *Fixed) Rates(_ context.Context, pairs []Pair) ([]Rate, error) {
 	now := f.now().UTC()

@@ -38,7 +38,11 @@ func TestPricer_RealSources(t *testing.T) {
 	bitstamp.on("/api/v2/ticker/ethusd/", 200, strings.NewReplacer(
 		`"last": "2211.00"`, `"last": "2499.50"`, `"1643640186"`, `"`+strconv.FormatInt(now.Add(-3*time.Second).Unix(), 10)+`"`,
 	).Replace(recorded(t, "bitstamp/ticker.json")))
-	ecb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	ecb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != pricing.ECBDailyPath {
+			http.NotFound(w, req)
+			return
+		}
 		_, _ = w.Write([]byte(recorded(t, "ecb/eurofxref-daily.xml")))
 	}))
 	t.Cleanup(ecb.Close)
@@ -59,7 +63,7 @@ func TestPricer_RealSources(t *testing.T) {
 	}
 	cl, err := pricing.NewChainlink(c.client, pricing.ChainlinkConfig{Feeds: []pricing.ChainlinkFeed{{Pair: ethUSD, Address: feed.Address, MaxAge: time.Hour}}})
 	require.NoError(t, err)
-	fx, err := pricing.NewECB(pricing.ECBConfig{URL: ecb.URL})
+	fx, err := pricing.NewECB(pricing.ECBConfig{BaseURL: ecb.URL})
 	require.NoError(t, err)
 	sources = append(sources, cl, fx)
 

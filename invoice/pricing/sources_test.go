@@ -291,14 +291,45 @@ func TestExchanges_RefuseABaseURLThatIsNotHTTP(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestECB_ReadsTheDailyFile(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// ecbServer serves the recorded daily file where the ECB does, under
+// prefix: a base URL with a path (a proxy's) works like the bare host.
+func ecbServer(t *testing.T, prefix string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != prefix+"/stats/eurofxref/eurofxref-daily.xml" {
+			http.NotFound(w, req)
+			return
+		}
 		w.Header().Set("Content-Type", "text/xml")
 		_, _ = w.Write([]byte(recorded(t, "ecb/eurofxref-daily.xml")))
 	}))
 	t.Cleanup(srv.Close)
-	src, err := pricing.NewECB(pricing.ECBConfig{URL: srv.URL})
+	return srv
+}
+
+// The ECB's BaseURL is a base URL, like the exchanges': the daily file is
+// read at its path under it.
+func TestECB_BaseURL_TheDailyFileUnderIt(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"", "/ecb"} {
+		for _, slash := range []string{"", "/"} {
+			srv := ecbServer(t, prefix)
+			src, err := pricing.NewECB(pricing.ECBConfig{BaseURL: srv.URL + prefix + slash})
+			require.NoError(t, err)
+			rates, err := src.Rates(context.Background(), []pricing.Pair{{Base: "EUR", Quote: "USD"}})
+			require.NoError(t, err, "base %q", srv.URL+prefix+slash)
+			require.Len(t, rates, 1)
+		}
+	}
+	for _, bad := range []string{"ftp://example.org", "::", "https://proxy.example/?key=1"} {
+		_, err := pricing.NewECB(pricing.ECBConfig{BaseURL: bad})
+		require.ErrorContains(t, err, "BaseURL", bad)
+	}
+}
+
+func TestECB_ReadsTheDailyFile(t *testing.T) {
+	t.Parallel()
+	srv := ecbServer(t, "")
+	src, err := pricing.NewECB(pricing.ECBConfig{BaseURL: srv.URL})
 	require.NoError(t, err)
 	rates, err := src.Rates(context.Background(), []pricing.Pair{
 		{Base: "EUR", Quote: "USD"}, {Base: "EUR", Quote: "JPY"}, {Base: "EUR", Quote: "KWD"}, {Base: "USD", Quote: "JPY"}, ethEUR,
@@ -350,7 +381,7 @@ func TestECB_RefusesANonNumericRateAndErrorStatus(t *testing.T) {
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
-	src, err := pricing.NewECB(pricing.ECBConfig{URL: srv.URL})
+	src, err := pricing.NewECB(pricing.ECBConfig{BaseURL: srv.URL})
 	require.NoError(t, err)
 	rates, err := src.Rates(context.Background(), []pricing.Pair{{Base: "EUR", Quote: "USD"}, {Base: "EUR", Quote: "JPY"}})
 	require.ErrorContains(t, err, "USD rate")
