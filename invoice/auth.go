@@ -122,10 +122,13 @@ type Principal struct {
 	KeyID int64
 	// Scopes are a scoped key's scopes (the merchant's own key has all).
 	Scopes store.Scopes
+	// UserID is the dashboard user acting (0: none), with the Scopes of
+	// the user's role: a refund's approver must be another person.
+	UserID int64
 }
 
 // Has reports whether the principal may use scope.
-func (p Principal) Has(scope string) bool { return p.KeyID == 0 || p.Scopes.Has(scope) }
+func (p Principal) Has(scope string) bool { return (p.KeyID == 0 && p.UserID == 0) || p.Scopes.Has(scope) }
 
 // AuthenticatePrincipal returns who holds api key key: the merchant whose
 // own key it is, or the merchant and scopes of a scoped key. A revoked

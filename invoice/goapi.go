@@ -549,11 +549,14 @@ func (s *Service) approve(ctx context.Context, p Principal, kind string, id int6
 		if o.Status != store.OutboundAwaitingApproval {
 			return problem.Of(problem.CodeStateConflict, "it is "+o.Status+", not waiting for an approval")
 		}
-		if o.CreatedByKey == p.KeyID {
-			return problem.Of(problem.CodeApprovalSameKey, "the key that made it cannot approve it: approve with a second API key that has the approve scope")
+		if o.CreatedByKey == p.KeyID && o.CreatedByUser == p.UserID {
+			return problem.Of(problem.CodeApprovalSameKey, "the key or person that made it cannot approve it: approve with a second API key or user that has the approve scope")
 		}
-		now, key := s.now(), p.KeyID
+		now, key, user := s.now(), p.KeyID, p.UserID
 		o.ApprovedByKey, o.ApprovedAt, o.Status = &key, &now, store.OutboundQueued
+		if user != 0 {
+			o.ApprovedByUser = &user
+		}
 		return nil
 	})
 }

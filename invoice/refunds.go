@@ -477,7 +477,7 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 func (s *Service) newOutbound(p Principal, req outboundRequest) store.Outbound {
 	now := s.now()
 	o := store.Outbound{Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
-		Amount: req.amount, Destination: req.dest, PaidBy: req.paidBy, CreatedByKey: p.KeyID, CreatedAt: now, UpdatedAt: now}
+		Amount: req.amount, Destination: req.dest, PaidBy: req.paidBy, CreatedByKey: p.KeyID, CreatedByUser: p.UserID, CreatedAt: now, UpdatedAt: now}
 	if req.kind == store.OutboundPayout {
 		o.Reason = ""
 	}

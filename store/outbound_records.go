@@ -154,6 +154,10 @@ type Outbound struct {
 	NeedsApproval bool       `db:"needs_approval"`
 	ApprovedByKey *int64     `db:"approved_by_key"`
 	ApprovedAt    *time.Time `db:"approved_at"`
+	// CreatedByUser and ApprovedByUser are the dashboard users behind the
+	// keys (0 / nil: an API key alone): approval needs a second person.
+	CreatedByUser  int64  `db:"created_by_user"`
+	ApprovedByUser *int64 `db:"approved_by_user"`
 	// The transaction that carries it: the one the service signed, or the
 	// merchant's transfer it recognised (LogIndex set for a token
 	// transfer), and its block once mined.

@@ -44,6 +44,7 @@ type Tx interface {
 	ServiceWalletStore
 	OutboundStore
 	LedgerStore
+	DashboardStore // the merchant dashboard (issue #35)
 }
 
 // Locker hands out named locks shared by every process on the database, for

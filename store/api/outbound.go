@@ -43,11 +43,15 @@ type Outbound struct {
 	// its destination is known.
 	PaymentURI string `json:"payment_uri,omitempty"`
 	// Error says why it failed, or why it is waiting.
-	Error         string     `json:"error,omitempty"`
-	NeedsApproval bool       `json:"needs_approval"`
-	CreatedByKey  int64      `json:"created_by_key_id"`
-	ApprovedByKey *int64     `json:"approved_by_key_id,omitempty"`
-	ApprovedAt    *time.Time `json:"approved_at,omitempty"`
+	Error         string `json:"error,omitempty"`
+	NeedsApproval bool   `json:"needs_approval"`
+	CreatedByKey  int64  `json:"created_by_key_id"`
+	ApprovedByKey *int64 `json:"approved_by_key_id,omitempty"`
+	// CreatedByUser and ApprovedByUser are the dashboard users who made
+	// and approved it, when people did (docs/dashboard.md).
+	CreatedByUser  int64      `json:"created_by_user_id,omitempty"`
+	ApprovedByUser *int64     `json:"approved_by_user_id,omitempty"`
+	ApprovedAt     *time.Time `json:"approved_at,omitempty"`
 	// TxHash is its transaction once signed (or, merchant-paid, seen);
 	// LogIndex that of a token transfer recognised; BlockNumber its block
 	// once mined.
@@ -86,6 +90,7 @@ func NewOutbound(o store.Outbound) Outbound {
 		Reference: o.Reference, Status: o.Status, Asset: a, Amount: o.Amount, AmountFormatted: a.Format(o.Amount),
 		PaidBy: strings.ToLower(o.PaidBy), Source: strings.ToLower(o.Source), PaymentURI: o.PaymentURI,
 		Error: o.Error, NeedsApproval: o.NeedsApproval, CreatedByKey: o.CreatedByKey, ApprovedByKey: o.ApprovedByKey,
+		CreatedByUser: o.CreatedByUser, ApprovedByUser: o.ApprovedByUser,
 		ApprovedAt: utc(o.ApprovedAt), TxHash: o.TxHash, LogIndex: o.LogIndex, BlockNumber: o.BlockNumber,
 		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(), BroadcastAt: utc(o.BroadcastAt),
 		ConfirmedAt: utc(o.ConfirmedAt), SubmittedTxHash: o.SubmittedTxHash,

@@ -15,7 +15,7 @@ const outboundColumns = `id, kind, merchant_id, invoice_id, batch_id, reason, re
 	asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate, fiat_rate_kind, destination,
 	payment_uri, paid_by, source, from_address, status, error, claim_token_hash, created_by_key, needs_approval,
 	approved_by_key, approved_at, tx_hash, log_index, block_number, created_block, attempts,
-	next_attempt_at, locked_until, created_at, updated_at, broadcast_at, confirmed_at, submitted_tx_hash, version`
+	next_attempt_at, locked_until, created_at, updated_at, broadcast_at, confirmed_at, submitted_tx_hash, version, created_by_user, approved_by_user`
 
 const selectOutbound = `SELECT ` + outboundColumns + ` FROM outbounds`
 
@@ -27,13 +27,14 @@ func (s *Store) CreateOutbound(ctx context.Context, o *store.Outbound) error {
 			fiat_rate_kind, destination, payment_uri, paid_by, source, from_address, status, error, claim_token_hash,
 			created_by_key, needs_approval, approved_by_key, approved_at, tx_hash, log_index, block_number,
 			created_block, attempts, next_attempt_at, locked_until, created_at, updated_at, broadcast_at,
-			confirmed_at, submitted_tx_hash, version)
+			confirmed_at, submitted_tx_hash, version, created_by_user, approved_by_user)
 		VALUES (:kind, :merchant_id, :invoice_id, :batch_id, :reason, :reference, :token_address,
 			:asset_symbol, :asset_decimals, :amount, :fiat_currency, :fiat_minor, :fiat_rate, :fiat_rate_kind,
 			:destination, :payment_uri, :paid_by, :source, :from_address, :status, :error, :claim_token_hash,
 			:created_by_key, :needs_approval, :approved_by_key, :approved_at, :tx_hash, :log_index,
 			:block_number, :created_block, :attempts, :next_attempt_at, :locked_until, :created_at,
-			:updated_at, :broadcast_at, :confirmed_at, :submitted_tx_hash, :version)
+			:updated_at, :broadcast_at, :confirmed_at, :submitted_tx_hash, :version, :created_by_user,
+			:approved_by_user)
 		RETURNING id`, o)
 }
 
@@ -62,7 +63,7 @@ func (s *Store) GetOutboundByClaimTokenHash(ctx context.Context, hash []byte) (s
 func (s *Store) UpdateOutbound(ctx context.Context, o *store.Outbound) error {
 	res, err := s.namedExec(ctx, `UPDATE outbounds SET destination = :destination, payment_uri = :payment_uri, source = :source,
 			from_address = :from_address, status = :status, error = :error, needs_approval = :needs_approval,
-			approved_by_key = :approved_by_key, approved_at = :approved_at, tx_hash = :tx_hash,
+			approved_by_key = :approved_by_key, approved_by_user = :approved_by_user, approved_at = :approved_at, tx_hash = :tx_hash,
 			log_index = :log_index, block_number = :block_number, attempts = :attempts,
 			next_attempt_at = :next_attempt_at, locked_until = :locked_until, updated_at = :updated_at,
 			broadcast_at = :broadcast_at, confirmed_at = :confirmed_at, submitted_tx_hash = :submitted_tx_hash,
