@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, brandingTests()...)
 	tests = append(tests, fiatTests()...)
 	tests = append(tests, outboundTests()...)
+	tests = append(tests, dashboardTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
