@@ -98,11 +98,17 @@ func newSealer(key []byte) (*sealer, error) {
 	return &sealer{aead: g}, nil
 }
 
-func userAAD(userID int64) []byte { return []byte("evmpay dashboard user " + strconv.FormatInt(userID, 10)) }
+func userAAD(userID int64) []byte {
+	return []byte("evmpay dashboard user " + strconv.FormatInt(userID, 10))
+}
 
-func (s *sealer) seal(userID int64, plain []byte) ([]byte, error) { return s.sealAAD(userAAD(userID), plain) }
+func (s *sealer) seal(userID int64, plain []byte) ([]byte, error) {
+	return s.sealAAD(userAAD(userID), plain)
+}
 
-func (s *sealer) open(userID int64, sealed []byte) ([]byte, error) { return s.openAAD(userAAD(userID), sealed) }
+func (s *sealer) open(userID int64, sealed []byte) ([]byte, error) {
+	return s.openAAD(userAAD(userID), sealed)
+}
 
 // sealAAD returns version ‖ nonce ‖ AES-256-GCM(plain, aad).
 func (s *sealer) sealAAD(aad, plain []byte) ([]byte, error) {

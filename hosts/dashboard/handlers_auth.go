@@ -588,4 +588,3 @@ func (d *Dashboard) handleRevokeOthers(w http.ResponseWriter, r *http.Request) {
 	d.auditAs(r.Context(), s, "session.revoke_others", "", strconv.FormatInt(n, 10)+" sessions")
 	d.redirect(w, r, "/account", "saved")
 }
-

@@ -46,7 +46,7 @@ func formKey() string {
 // Overview.
 
 type assetVolume struct {
-	Asset       string
+	Asset        string
 	Today, Month string
 }
 
@@ -507,8 +507,12 @@ func (d *Dashboard) listOutbounds(w http.ResponseWriter, r *http.Request, kind s
 	d.show(w, r, "outbounds", kind, v)
 }
 
-func (d *Dashboard) handleRefunds(w http.ResponseWriter, r *http.Request) { d.listOutbounds(w, r, "refunds") }
-func (d *Dashboard) handlePayouts(w http.ResponseWriter, r *http.Request) { d.listOutbounds(w, r, "payouts") }
+func (d *Dashboard) handleRefunds(w http.ResponseWriter, r *http.Request) {
+	d.listOutbounds(w, r, "refunds")
+}
+func (d *Dashboard) handlePayouts(w http.ResponseWriter, r *http.Request) {
+	d.listOutbounds(w, r, "payouts")
+}
 
 func (d *Dashboard) handleCreatePayout(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
@@ -568,9 +572,15 @@ func (d *Dashboard) outboundAction(w http.ResponseWriter, r *http.Request, actio
 	d.redirect(w, r, "/"+kind+"s", kind+"_"+action)
 }
 
-func (d *Dashboard) handleApprove(w http.ResponseWriter, r *http.Request) { d.outboundAction(w, r, "approve") }
-func (d *Dashboard) handleReject(w http.ResponseWriter, r *http.Request)  { d.outboundAction(w, r, "reject") }
-func (d *Dashboard) handleCancel(w http.ResponseWriter, r *http.Request)  { d.outboundAction(w, r, "cancel") }
+func (d *Dashboard) handleApprove(w http.ResponseWriter, r *http.Request) {
+	d.outboundAction(w, r, "approve")
+}
+func (d *Dashboard) handleReject(w http.ResponseWriter, r *http.Request) {
+	d.outboundAction(w, r, "reject")
+}
+func (d *Dashboard) handleCancel(w http.ResponseWriter, r *http.Request) {
+	d.outboundAction(w, r, "cancel")
+}
 
 // Ledger.
 

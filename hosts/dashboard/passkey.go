@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,7 +31,13 @@ type passkeys struct {
 	origin string
 }
 
+// newPasskeys returns nil when the dashboard's host is an IP address:
+// WebAuthn binds passkeys to a domain (browsers take "localhost", never
+// "127.0.0.1"), so such a dashboard offers passwords and TOTP only.
 func newPasskeys(base *url.URL) (*passkeys, error) {
+	if net.ParseIP(base.Hostname()) != nil {
+		return nil, nil
+	}
 	origin := base.Scheme + "://" + base.Host
 	wa, err := webauthn.New(&webauthn.Config{RPID: base.Hostname(), RPDisplayName: "evmpay", RPOrigins: []string{origin}})
 	if err != nil {
@@ -72,7 +79,7 @@ var ceremonyAAD = []byte("evmpay dashboard webauthn ceremony")
 
 func (d *Dashboard) setCeremony(w http.ResponseWriter, kind string, sd *webauthn.SessionData) error {
 	b, err := json.Marshal(struct {
-		Kind string               `json:"kind"`
+		Kind string                `json:"kind"`
 		SD   *webauthn.SessionData `json:"sd"`
 	}{kind, sd})
 	if err != nil {
@@ -105,7 +112,7 @@ func (d *Dashboard) ceremony(w http.ResponseWriter, r *http.Request, kind string
 		return webauthn.SessionData{}, false
 	}
 	var v struct {
-		Kind string               `json:"kind"`
+		Kind string                `json:"kind"`
 		SD   *webauthn.SessionData `json:"sd"`
 	}
 	if json.Unmarshal(b, &v) != nil || v.Kind != kind || v.SD == nil || d.now().After(v.SD.Expires) {
@@ -117,6 +124,10 @@ func (d *Dashboard) ceremony(w http.ResponseWriter, r *http.Request, kind string
 // handlePasskeyRegisterBegin: a signed-in user (with a full session)
 // starts registering a passkey.
 func (d *Dashboard) handlePasskeyRegisterBegin(w http.ResponseWriter, r *http.Request) {
+	if d.wa == nil {
+		problem.Write(w, problem.Of(problem.CodeNotFound, "passkeys need the dashboard on a domain name (localhost included), not an IP address"))
+		return
+	}
 	s := sessionOf(r)
 	wu, _, err := d.waUser(r, s.User)
 	if err != nil {
@@ -141,6 +152,10 @@ func (d *Dashboard) handlePasskeyRegisterBegin(w http.ResponseWriter, r *http.Re
 }
 
 func (d *Dashboard) handlePasskeyRegisterFinish(w http.ResponseWriter, r *http.Request) {
+	if d.wa == nil {
+		problem.Write(w, problem.Of(problem.CodeNotFound, "passkeys need the dashboard on a domain name (localhost included), not an IP address"))
+		return
+	}
 	s := sessionOf(r)
 	sd, ok := d.ceremony(w, r, "register")
 	if !ok {
@@ -187,6 +202,10 @@ func (d *Dashboard) handlePasskeyRegisterFinish(w http.ResponseWriter, r *http.R
 // factor (a signed-in session): any discoverable passkey may answer; the
 // finish checks whose it is.
 func (d *Dashboard) handlePasskeyAssertBegin(w http.ResponseWriter, r *http.Request) {
+	if d.wa == nil {
+		problem.Write(w, problem.Of(problem.CodeNotFound, "passkeys need the dashboard on a domain name (localhost included), not an IP address"))
+		return
+	}
 	if ok, wait := d.limits.allow(d.clientAddr(r), d.now()); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
 		problem.Write(w, problem.Of(problem.CodeRateLimited, "too many sign-in attempts from this address; retry later"))
@@ -205,6 +224,10 @@ func (d *Dashboard) handlePasskeyAssertBegin(w http.ResponseWriter, r *http.Requ
 }
 
 func (d *Dashboard) handlePasskeyAssertFinish(w http.ResponseWriter, r *http.Request) {
+	if d.wa == nil {
+		problem.Write(w, problem.Of(problem.CodeNotFound, "passkeys need the dashboard on a domain name (localhost included), not an IP address"))
+		return
+	}
 	ctx := r.Context()
 	sd, ok := d.ceremony(w, r, "assert")
 	if !ok {

@@ -70,6 +70,8 @@ type pageData struct {
 	Error string
 	Langs []langLink
 	Data  any
+	// Passkeys tells whether passkeys are offered (a domain, not an IP).
+	Passkeys bool
 }
 
 // May reports whether the signed-in user may use scope (for templates:
@@ -79,7 +81,7 @@ func (s *session) May(scope string) bool { return s.may(scope) }
 func (d *Dashboard) data(r *http.Request, page, title string, v any) *pageData {
 	lang := d.i18n.negotiate(r)
 	l := d.i18n.locale(lang)
-	pd := &pageData{L: l, S: sessionOf(r), P: d.prefix, Page: page, Title: l.T(title), Data: v}
+	pd := &pageData{L: l, S: sessionOf(r), P: d.prefix, Page: page, Title: l.T(title), Data: v, Passkeys: d.wa != nil}
 	if m := r.URL.Query().Get("msg"); m != "" && len(m) < 40 {
 		if _, ok := l.msgs["msg_"+m]; ok {
 			pd.Flash = "msg_" + m
