@@ -128,7 +128,9 @@ type Principal struct {
 }
 
 // Has reports whether the principal may use scope.
-func (p Principal) Has(scope string) bool { return (p.KeyID == 0 && p.UserID == 0) || p.Scopes.Has(scope) }
+func (p Principal) Has(scope string) bool {
+	return (p.KeyID == 0 && p.UserID == 0) || p.Scopes.Has(scope)
+}
 
 // AuthenticatePrincipal returns who holds api key key: the merchant whose
 // own key it is, or the merchant and scopes of a scoped key. A revoked

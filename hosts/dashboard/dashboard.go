@@ -51,10 +51,6 @@ type Config struct {
 	// HKDF-SHA256), at least 32 bytes: payd passes PAY_SECRET_KEY.
 	// Required.
 	SecretKey []byte
-	// CheckoutURL is the payers' checkout page (invoice.Config.CheckoutURL),
-	// where payment links send payers. Defaults to PublicURL's origin +
-	// "/checkout".
-	CheckoutURL string
 	// SessionIdle ends a session unused this long. Defaults to 30 minutes.
 	SessionIdle time.Duration
 	// SessionMax ends a session this long after sign-in whatever its use.
@@ -153,9 +149,6 @@ func New(api *invoice.Service, st Store, cfg Config) (*Dashboard, error) {
 	if api == nil || st == nil {
 		return nil, errors.New("dashboard: New needs the invoice service and a store")
 	}
-	if cfg.CheckoutURL == "" {
-		cfg.CheckoutURL = base.Scheme + "://" + base.Host + "/checkout"
-	}
 	d := &Dashboard{api: api, st: st, cfg: cfg, base: base, prefix: strings.TrimSuffix(base.Path, "/"),
 		secure: base.Scheme == "https" || isLoopbackHost(base.Hostname()),
 		limits: newLimiter(cfg.SignInBurst, cfg.SignInEvery), ghosts: newGhostFailures()}
@@ -200,6 +193,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	d.h.ServeHTTP(w, r)
 }
+
+// URL is the dashboard's public URL (Config.PublicURL, no trailing slash).
+func (d *Dashboard) URL() string { return d.base.Scheme + "://" + d.base.Host + d.prefix }
 
 // Prefix is the path the dashboard is mounted at ("/dashboard").
 func (d *Dashboard) Prefix() string { return d.prefix }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/dashboard"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/checkout"
@@ -181,6 +182,7 @@ type app struct {
 	creds      *invoice.Credentials
 	invoices   *invoice.Service
 	sweeper    *sweep.Sweeper
+	dashboard  *dashboard.Dashboard // the merchant dashboard at /dashboard (api role)
 
 	mux        *httpapi.Mux // the HTTP API listener's routes
 	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
@@ -394,6 +396,9 @@ func (a *app) buildAPI(ctx context.Context) error {
 		return err
 	}
 	deliveries.Register(a.mux)
+	if err := a.buildDashboard(ctx); err != nil {
+		return err
+	}
 	return a.buildReconciliation()
 }
 

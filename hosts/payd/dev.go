@@ -128,6 +128,12 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	banner := devBanner(a, chain, demo, usdc, *dataDir)
+	dash, err := devDashboardBanner(ctx, a, demo.Merchant.ID)
+	if err != nil {
+		a.close()
+		return err
+	}
+	banner += dash
 	bannerPath := filepath.Join(*dataDir, devBannerFile)
 	// The banner holds the demo merchant's credentials: readable by its
 	// owner only, like the dev secrets beside it.
