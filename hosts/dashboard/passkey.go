@@ -75,13 +75,21 @@ func (d *Dashboard) waUser(r *http.Request, u store.DashboardUser) (waUser, []st
 
 const ceremonyCookie = "evmpay_dashboard_webauthn"
 
+// ceremonyTTL is how long a passkey ceremony may take.
+const ceremonyTTL = 5 * time.Minute
+
+// ceremonyState is what the ceremony cookie holds, sealed: the kind, when
+// it began (the dashboard's clock) and the library's session data.
+type ceremonyState struct {
+	Kind string                `json:"kind"`
+	At   time.Time             `json:"at"`
+	SD   *webauthn.SessionData `json:"sd"`
+}
+
 var ceremonyAAD = []byte("evmpay dashboard webauthn ceremony")
 
 func (d *Dashboard) setCeremony(w http.ResponseWriter, kind string, sd *webauthn.SessionData) error {
-	b, err := json.Marshal(struct {
-		Kind string                `json:"kind"`
-		SD   *webauthn.SessionData `json:"sd"`
-	}{kind, sd})
+	b, err := json.Marshal(ceremonyState{Kind: kind, At: d.now(), SD: sd})
 	if err != nil {
 		return err
 	}
@@ -90,7 +98,7 @@ func (d *Dashboard) setCeremony(w http.ResponseWriter, kind string, sd *webauthn
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{Name: ceremonyCookie, Value: base64.RawURLEncoding.EncodeToString(sealed),
-		Path: d.prefix + "/", MaxAge: 300, HttpOnly: true, Secure: d.secure, SameSite: http.SameSiteStrictMode})
+		Path: d.prefix + "/", MaxAge: int(ceremonyTTL / time.Second), HttpOnly: true, Secure: d.secure, SameSite: http.SameSiteStrictMode})
 	return nil
 }
 
@@ -111,11 +119,8 @@ func (d *Dashboard) ceremony(w http.ResponseWriter, r *http.Request, kind string
 	if err != nil {
 		return webauthn.SessionData{}, false
 	}
-	var v struct {
-		Kind string                `json:"kind"`
-		SD   *webauthn.SessionData `json:"sd"`
-	}
-	if json.Unmarshal(b, &v) != nil || v.Kind != kind || v.SD == nil || d.now().After(v.SD.Expires) {
+	var v ceremonyState
+	if json.Unmarshal(b, &v) != nil || v.Kind != kind || v.SD == nil || d.now().Sub(v.At) > ceremonyTTL || d.now().Before(v.At) {
 		return webauthn.SessionData{}, false
 	}
 	return *v.SD, true
