@@ -175,7 +175,7 @@ func (tb *tab) check(name string) {
 				v.id + " (" + v.impact + "): " + v.help + " at " + v.nodes.map(n => n.target.join(" ") + " " + n.failureSummary).join("; ")))`,
 				&violations, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
 			require.Empty(tb.t, violations, "axe-core on %s, %s, %d px", name, scheme, w)
-			tb.run(chromedp.FullScreenshot(&png, 90))
+			tb.run(chromedp.FullScreenshot(&png, 100))
 			require.NoError(tb.t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.png", name, scheme, w)), png, 0o644))
 		}
 	}

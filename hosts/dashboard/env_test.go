@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,12 +148,19 @@ func (e *env) user(email, role string) store.DashboardUser {
 // Secure attribute: the test server is plain HTTP on loopback, where
 // browsers keep secure cookies too).
 type browser struct {
-	e       *env
+	t       *testing.T
+	url     string
 	cookies map[string]*http.Cookie
 	last    []*http.Cookie
 }
 
-func (e *env) browser() *browser { return &browser{e: e, cookies: map[string]*http.Cookie{}} }
+func newBrowser(t *testing.T, url string) *browser {
+	return &browser{t: t, url: url, cookies: map[string]*http.Cookie{}}
+}
+
+func (e *env) browser() *browser { return newBrowser(e.t, e.srv.URL) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 type page struct {
 	Status   int
@@ -162,13 +170,13 @@ type page struct {
 }
 
 func (b *browser) do(method, path string, form url.Values, hdr ...string) page {
-	b.e.t.Helper()
+	b.t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequest(method, b.e.srv.URL+path, body)
-	require.NoError(b.e.t, err)
+	req, err := http.NewRequest(method, b.url+path, body)
+	require.NoError(b.t, err)
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
@@ -180,10 +188,10 @@ func (b *browser) do(method, path string, form url.Values, hdr ...string) page {
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := client.Do(req)
-	require.NoError(b.e.t, err)
+	require.NoError(b.t, err)
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
-	require.NoError(b.e.t, err)
+	require.NoError(b.t, err)
 	b.last = res.Cookies()
 	for _, c := range res.Cookies() {
 		if c.MaxAge < 0 || c.Value == "" {
@@ -207,9 +215,9 @@ func (b *browser) post(path string, form url.Values) page {
 // signIn signs in with the test password and requires the redirect into
 // the dashboard.
 func (b *browser) signIn(email string) page {
-	b.e.t.Helper()
+	b.t.Helper()
 	p := b.post("/dashboard/sign-in", url.Values{"email": {email}, "password": {testPassword}})
-	require.Equal(b.e.t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(b.t, http.StatusSeeOther, p.Status, p.Body)
 	return p
 }
 
