@@ -271,6 +271,7 @@ func TestDev_InvoicePaidConfirmedSettled(t *testing.T) {
 	fi, err := os.Stat(bannerPath)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	requireDashboardSignInLink(t, string(saved))
 	// Its three curl commands work as pasted, one after the other (each
 	// with its own Idempotency-Key).
 	curls := regexp.MustCompile(`(?s)curl -s -X POST .*?\}'`).FindAllString(string(saved), -1)
