@@ -1,6 +1,7 @@
 package invoice
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -36,26 +37,34 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, perr)
 		return
 	}
+	v, err := s.createAPIKeyFrom(r.Context(), p, body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", s.cfg.BaseURL+"/v1/merchant/api-keys/"+strconv.FormatInt(v.ID, 10))
+	writeJSON(w, http.StatusCreated, v)
+}
+
+// createAPIKeyFrom validates a POST /v1/merchant/api-keys body and makes
+// the key: the one path of the HTTP API and of CreateAPIKey.
+func (s *Service) createAPIKeyFrom(ctx context.Context, p Principal, body []byte) (apiKeyView, error) {
 	ms, perr := members(body, "name", "scopes")
 	if perr != nil {
-		problem.Write(w, perr)
-		return
+		return apiKeyView{}, perr
 	}
 	name, perr := textMember(ms, "name", 200, false)
 	if perr != nil {
-		problem.Write(w, perr)
-		return
+		return apiKeyView{}, perr
 	}
 	var scopes []string
 	if raw := ms["scopes"]; isNull(raw) || json.Unmarshal(raw, &scopes) != nil || len(scopes) == 0 {
-		problem.Write(w, problem.OfField(problem.CodeMissingField, "scopes", "scopes is a non-empty array of "+strings.Join(store.AllScopes(), ", ")))
-		return
+		return apiKeyView{}, problem.OfField(problem.CodeMissingField, "scopes", "scopes is a non-empty array of "+strings.Join(store.AllScopes(), ", "))
 	}
 	var set store.Scopes
 	for _, sc := range scopes {
 		if !slices.Contains(store.AllScopes(), sc) {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "scopes", "unknown scope "+strconv.Quote(sc)+" (scopes: "+strings.Join(store.AllScopes(), ", ")+")"))
-			return
+			return apiKeyView{}, problem.OfField(problem.CodeInvalidField, "scopes", "unknown scope "+strconv.Quote(sc)+" (scopes: "+strings.Join(store.AllScopes(), ", ")+")")
 		}
 		if !set.Has(sc) {
 			set = append(set, sc)
@@ -63,18 +72,15 @@ func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
 	}
 	key, digest, hash, prefix, err := s.creds.newAPIKey()
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return apiKeyView{}, err
 	}
 	k := store.APIKey{MerchantID: p.Merchant.ID, Name: name, Digest: digest, Hash: hash, Prefix: prefix, Scopes: set, CreatedAt: s.now()}
-	if err := s.st.CreateAPIKey(r.Context(), &k); err != nil {
-		s.fail(w, r, err)
-		return
+	if err := s.st.CreateAPIKey(ctx, &k); err != nil {
+		return apiKeyView{}, err
 	}
-	s.log.InfoContext(r.Context(), "api key created", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", k.ID),
+	s.log.InfoContext(ctx, "api key created", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", k.ID),
 		slog.String("scopes", strings.Join(set, ",")))
-	w.Header().Set("Location", s.cfg.BaseURL+"/v1/merchant/api-keys/"+strconv.FormatInt(k.ID, 10))
-	writeJSON(w, http.StatusCreated, apiKeyView{APIKey: api.NewAPIKey(k), Key: key})
+	return apiKeyView{APIKey: api.NewAPIKey(k), Key: key}, nil
 }
 
 func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request) {
@@ -93,20 +99,28 @@ func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request) {
-	p := principal(r)
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		problem.Write(w, errNotFound)
 		return
 	}
-	k, err := s.st.RevokeAPIKey(r.Context(), p.Merchant.ID, id, s.now())
+	k, err := s.revokeAPIKey(r.Context(), principal(r), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, k)
+}
+
+// revokeAPIKey revokes the merchant's key id (at once, in every replica).
+func (s *Service) revokeAPIKey(ctx context.Context, p Principal, id int64) (api.APIKey, error) {
+	k, err := s.st.RevokeAPIKey(ctx, p.Merchant.ID, id, s.now())
+	if err != nil {
+		return api.APIKey{}, err
+	}
 	s.auth.forget(k.Digest)
-	s.log.InfoContext(r.Context(), "api key revoked", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", id))
-	writeJSON(w, http.StatusOK, api.NewAPIKey(k))
+	s.log.InfoContext(ctx, "api key revoked", slog.Int64("merchant_id", p.Merchant.ID), slog.Int64("key_id", id))
+	return api.NewAPIKey(k), nil
 }
 
 // payoutSettings is the JSON of a merchant's payout policy: per asset its

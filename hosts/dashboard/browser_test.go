@@ -243,6 +243,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 		{"/settings", "settings", "Settlement address"},
 		{"/users", "users", "owner@example.com"},
 		{"/audit", "audit", "sign_in.password"},
+		{"/api-keys", "api-keys", "New API key"},
 		{"/account", "account", "Passkeys"},
 		{"/invoices?lang=de", "invoices-de", "Rechnungen"},
 	} {

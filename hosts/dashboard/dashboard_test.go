@@ -443,3 +443,38 @@ func TestLedger_CSVAndJSONLines(t *testing.T) {
 	require.Equal(t, http.StatusOK, jl.Status)
 	require.Equal(t, "application/jsonl", jl.Header.Get("Content-Type"))
 }
+
+func TestAPIKeys_OwnerMakesAScopedKeyThatWorksThenRevokesIt(t *testing.T) {
+	bothStores(t, func(t *testing.T, e *env) {
+		e.user("dev@example.com", store.RoleDeveloper)
+		dev := e.browser()
+		dev.signIn("dev@example.com")
+		require.Equal(t, http.StatusForbidden, dev.get("/dashboard/api-keys").Status, "API keys are the owner's")
+		require.Equal(t, http.StatusForbidden, dev.post("/dashboard/api-keys", url.Values{"name": {"x"}, "scope": {"read"}}).Status)
+
+		b := e.browser()
+		b.signIn("owner@example.com")
+		p := b.post("/dashboard/api-keys", url.Values{"name": {"shop"}, "scope": {"read", "invoices"}})
+		require.Equal(t, http.StatusOK, p.Status, p.Body)
+		key := regexp.MustCompile(`id="new-key" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1]
+		call := func() int {
+			req, _ := http.NewRequest("GET", e.srv.URL+"/v1/invoices", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			res.Body.Close()
+			return res.StatusCode
+		}
+		require.Equal(t, http.StatusOK, call(), "the key works on the API")
+		list := b.get("/dashboard/api-keys")
+		require.NotContains(t, list.Body, key, "the secret is shown once")
+		id := regexp.MustCompile(`/api-keys/(\d+)/revoke`).FindStringSubmatch(list.Body)[1]
+		require.Equal(t, http.StatusSeeOther, b.post("/dashboard/api-keys/"+id+"/revoke", nil).Status)
+		require.Equal(t, http.StatusUnauthorized, call(), "revoked at once")
+		require.Equal(t, http.StatusBadRequest, b.post("/dashboard/api-keys", url.Values{"name": {"none"}}).Status, "scopes are required")
+		es, err := e.st.ListAudit(ctx, store.AuditFilter{MerchantID: e.merchant.ID})
+		require.NoError(t, err)
+		require.Equal(t, "api_key.revoke", es[0].Action)
+		require.Equal(t, "api_key.create", es[1].Action)
+	})
+}
