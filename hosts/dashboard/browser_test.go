@@ -125,6 +125,20 @@ func (tb *tab) waitPath(suffix string) {
 	tb.t.Fatalf("the tab never reached …%s; it is at %s", suffix, tb.location())
 }
 
+// waitURL waits until the tab's URL contains part (a page the test's
+// action leads to, not the one it was on).
+func (tb *tab) waitURL(part string) {
+	tb.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(tb.location(), part) {
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("the tab never reached a URL with %q; it is at %s", part, tb.location())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.run(chromedp.WaitReady("body"))
+}
+
 func (tb *tab) requireClean() {
 	tb.t.Helper()
 	var errs, csp []string
@@ -257,7 +271,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 	tb.open(base + "/links")
 	tb.run(chromedp.SendKeys("#nl-name", "Espresso", chromedp.ByQuery), chromedp.SendKeys("#nl-amount", "0.002", chromedp.ByQuery))
 	tb.submit("#link-create-form")
-	tb.waitPath("/links")
+	tb.waitURL("msg=link_created")
 	var linkURL string
 	tb.run(chromedp.Value(`#links-table input[readonly]`, &linkURL, chromedp.ByQuery))
 	require.Contains(t, linkURL, "/dashboard/pay/")
@@ -302,7 +316,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 	tb.run(chromedp.WaitNotPresent("#needs-2fa", chromedp.ByQuery))
 	tb.run(chromedp.SendKeys("#new-settlement", "0x00000000000000000000000000000000000000dd", chromedp.ByQuery))
 	tb.submit("#settlement-form")
-	tb.waitPath("/settings")
+	tb.waitURL("msg=settlement_changed")
 	require.Contains(t, tb.text("main"), "The settlement address is changed")
 	m, err := e.api.Owner(ctx, e.merchant.ID)
 	require.NoError(t, err)
@@ -310,7 +324,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 
 	// Sign out, then in with the passkey alone.
 	tb.submit(`form[action$="/sign-out"]`)
-	tb.waitPath("/sign-in")
+	tb.waitURL("msg=signed_out")
 	tb.run(chromedp.Click("#passkey-sign-in", chromedp.ByQuery))
 	tb.waitPath("/dashboard/")
 	require.Contains(t, tb.text("header"), "owner@example.com")
