@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
 
 // The merchant dashboard's records (issue #35, docs/dashboard.md): the
 // people who sign in for a merchant, their sessions, second factors,
@@ -166,4 +170,21 @@ type PaymentLink struct {
 	CreatedAt     time.Time  `db:"created_at"`
 	UpdatedAt     time.Time  `db:"updated_at"`
 	DisabledAt    *time.Time `db:"disabled_at"`
+}
+
+// InvoiceSearch selects a merchant's invoices, newest first, for the
+// dashboard's list: InvoiceFilter's filters plus the asset and, when set,
+// exactly one of the lookups (by id, order id, deposit address or the
+// hash of a transaction that paid it).
+type InvoiceSearch struct {
+	InvoiceFilter
+	// AssetSet filters by asset: Token nil for the native coin.
+	AssetSet bool
+	Token    *common.Address
+	// The lookups (zero: none). A lookup matches invoices it names and
+	// still applies the filters above.
+	ID             int64
+	OrderID        string
+	DepositAddress *common.Address
+	TxHash         *common.Hash
 }

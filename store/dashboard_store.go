@@ -80,6 +80,11 @@ type DashboardStore interface {
 	SetPaymentLinkActive(ctx context.Context, merchantID, id int64, active bool, at time.Time) error
 	// AddPaymentLinkInvoice records that the link made the invoice.
 	AddPaymentLinkInvoice(ctx context.Context, linkID, invoiceID int64) error
+	// SearchInvoices lists a merchant's invoices matching f, newest first
+	// (the dashboard's invoice list and search; indexed lookups, never a
+	// scan of other merchants' rows).
+	SearchInvoices(ctx context.Context, f InvoiceSearch) ([]Invoice, error)
+
 	// ListPaymentLinkInvoices lists the ids of the invoices a link made,
 	// newest first, at most limit.
 	ListPaymentLinkInvoices(ctx context.Context, linkID int64, limit int) ([]int64, error)

@@ -397,6 +397,32 @@ func TestInvoices_CreateListFilterAndCSVExport(t *testing.T) {
 		require.Equal(t, []string{ids[2], "PENDING", "ETH", "3000000000000000000", "3"}, rows[1][:5], "newest first, exact amounts")
 		require.Equal(t, "'=cmd|' /C calc'!A0", rows[1][10], "a formula stays text in a spreadsheet")
 
+		// Search and the filters the Go API lacked (invoice.SearchInvoices).
+		first, err := strconv.ParseInt(ids[0], 10, 64)
+		require.NoError(t, err)
+		v, err := e.api.Invoice(ctx, e.merchant.ID, first)
+		require.NoError(t, err)
+		shown := func(q string) []string {
+			p := b.get("/dashboard/invoices?" + q)
+			require.Equal(t, http.StatusOK, p.Status, q)
+			var got []string
+			for _, m := range regexp.MustCompile(`href="/dashboard/invoices/(\d+)"`).FindAllStringSubmatch(p.Body, -1) {
+				got = append(got, m[1])
+			}
+			return got
+		}
+		require.Equal(t, []string{ids[0]}, shown("q="+strings.ToLower(v.DepositAddress.String())), "by deposit address")
+		require.Equal(t, []string{ids[1]}, shown("q=order-1"), "by order id")
+		require.Equal(t, []string{ids[2]}, shown("q="+ids[2]), "by id")
+		require.Empty(t, shown("q=0x"+strings.Repeat("ab", 32)), "by a transaction hash that paid nothing")
+		require.Equal(t, []string{ids[2], ids[1]}, shown("asset=ETH&min=1&max=3"), "amount range, inclusive")
+		require.Equal(t, []string{ids[0]}, shown("asset=ETH&max=0.5"))
+		require.Equal(t, http.StatusBadRequest, b.get("/dashboard/invoices?asset=USDC").Status, "an asset the service does not accept")
+		require.Equal(t, http.StatusBadRequest, b.get("/dashboard/invoices?min=1").Status, "a range needs an asset")
+		rows2, err := csv.NewReader(strings.NewReader(b.get("/dashboard/invoices.csv?asset=ETH&min=1").Body)).ReadAll()
+		require.NoError(t, err)
+		require.Len(t, rows2, 3, "the export has the list's filters")
+
 		inv := b.get("/dashboard/invoices/" + ids[0])
 		require.Equal(t, http.StatusOK, inv.Status)
 		require.Contains(t, inv.Body, `id="timeline"`)

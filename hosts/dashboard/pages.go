@@ -199,9 +199,10 @@ type invoicesView struct {
 
 var invoiceStatuses = []string{"PENDING", "PAID", "CONFIRMED", "SETTLED", "EXPIRED"}
 
-// invoiceQuery reads the list's filters from the query string.
-func invoiceQuery(q url.Values) (invoice.InvoiceQuery, error) {
-	var iq invoice.InvoiceQuery
+// invoiceQuery reads the list's filters from the query string: status,
+// dates, asset, an amount range in the asset's units, a search term.
+func (d *Dashboard) invoiceQuery(q url.Values) (invoice.InvoiceSearch, error) {
+	var iq invoice.InvoiceSearch
 	for _, st := range q["status"] {
 		if st != "" {
 			iq.Statuses = append(iq.Statuses, st)
@@ -220,20 +221,38 @@ func invoiceQuery(q url.Values) (invoice.InvoiceQuery, error) {
 			*b.t = t.AddDate(0, 0, b.add)
 		}
 	}
-	iq.Cursor = q.Get("cursor")
+	iq.Asset, iq.Query, iq.Cursor = q.Get("asset"), q.Get("q"), q.Get("cursor")
+	for _, b := range []struct {
+		name string
+		to   **store.Amount
+	}{{"min", &iq.MinAmount}, {"max", &iq.MaxAmount}} {
+		v := strings.TrimSpace(q.Get(b.name))
+		if v == "" {
+			continue
+		}
+		a, err := d.asset(iq.Asset)
+		if err != nil || iq.Asset == "" {
+			return iq, problem.OfField(problem.CodeInvalidParameter, "asset", "an amount range needs an asset")
+		}
+		amt, err := a.Parse(v)
+		if err != nil {
+			return iq, problem.OfField(problem.CodeInvalidAmount, b.name, b.name+" must be an amount of "+a.Symbol)
+		}
+		*b.to = &amt
+	}
 	return iq, nil
 }
 
 func (d *Dashboard) handleInvoices(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
 	q := r.URL.Query()
-	iq, err := invoiceQuery(q)
+	iq, err := d.invoiceQuery(q)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	iq.Limit = 25
-	page, err := d.api.ListInvoices(r.Context(), s.Principal.Merchant.ID, iq)
+	page, err := d.api.SearchInvoices(r.Context(), s.Principal.Merchant.ID, iq)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -262,13 +281,13 @@ const csvExportMax = 100_000
 
 func (d *Dashboard) handleInvoicesCSV(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
-	iq, err := invoiceQuery(r.URL.Query())
+	iq, err := d.invoiceQuery(r.URL.Query())
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	iq.Cursor, iq.Limit = "", 100
-	first, err := d.api.ListInvoices(r.Context(), s.Principal.Merchant.ID, iq)
+	first, err := d.api.SearchInvoices(r.Context(), s.Principal.Merchant.ID, iq)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -302,7 +321,7 @@ func (d *Dashboard) handleInvoicesCSV(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		iq.Cursor = *page.NextCursor
-		if page, err = d.api.ListInvoices(r.Context(), s.Principal.Merchant.ID, iq); err != nil {
+		if page, err = d.api.SearchInvoices(r.Context(), s.Principal.Merchant.ID, iq); err != nil {
 			d.logError(r.Context(), "invoices csv", err)
 			break
 		}

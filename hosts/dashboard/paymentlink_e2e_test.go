@@ -92,11 +92,14 @@ func TestRefund_AboveTheThreshold_MadeByOneUserApprovedByAnother(t *testing.T) {
 	require.NoError(t, env.Store.PutPayoutPolicy(ctx, store.PayoutPolicy{MerchantID: env.Merchant.ID,
 		Assets: []store.AssetPolicy{{ApprovalThreshold: &th}}}))
 	inv := env.CreateInvoice(`{"amount_wei": "500000000000000000"}`)
-	env.Chain.Pay(inv.PaymentURI)
+	rcpt := env.Chain.Pay(inv.PaymentURI)
 	env.WaitInvoice(inv.ID, store.StatusConfirmed)
 
 	acc := newBrowser(t, srv.URL)
 	acc.signIn("acc@example.com")
+	found := acc.get("/dashboard/invoices?q=" + rcpt.TxHash.Hex())
+	require.Equal(t, http.StatusOK, found.Status)
+	require.Contains(t, found.Body, `href="/dashboard/invoices/`+itoa(inv.ID)+`"`, "found by the paying transaction's hash")
 	page := acc.get("/dashboard/invoices/" + itoa(inv.ID))
 	require.Equal(t, http.StatusOK, page.Status)
 	require.Contains(t, page.Body, "Payment", "the payment is on the timeline")

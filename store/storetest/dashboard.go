@@ -22,6 +22,7 @@ func dashboardTests() []test {
 		{"Dashboard_AuditLogIsAppendOnly", testDashboardAudit},
 		{"Dashboard_PaymentLinks", testDashboardPaymentLinks},
 		{"Dashboard_OutboundRecordsItsUsers", testDashboardOutboundUsers},
+		{"Dashboard_SearchInvoices", testDashboardSearchInvoices},
 	}
 }
 
@@ -335,4 +336,39 @@ func execRaw(t *testing.T, st store.Store, q string) error {
 	require.True(t, ok, "the store exposes its database handle")
 	_, err := db.DB().ExecContext(ctx, q)
 	return err
+}
+
+func testDashboardSearchInvoices(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	other := newMerchant(t, st)
+	native := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.OrderID = "A-1" })
+	token := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.SetAsset(usdc()); inv.OrderID = "A-2" })
+	paid := newInvoice(t, st, m.ID, func(inv *store.Invoice) { inv.Status = store.StatusPaid })
+	foreign := newInvoice(t, st, other.ID, func(inv *store.Invoice) { inv.OrderID = "A-1" })
+	p := newPayment(t, st, paid.ID, 10, 5)
+	newPayment(t, st, foreign.ID, 11, 5)
+
+	ids := func(f store.InvoiceSearch) []int64 {
+		f.MerchantID = m.ID
+		invs, err := st.SearchInvoices(ctx, f)
+		require.NoError(t, err)
+		var out []int64
+		for _, inv := range invs {
+			out = append(out, inv.ID)
+		}
+		return out
+	}
+	require.Equal(t, []int64{paid.ID, token.ID, native.ID}, ids(store.InvoiceSearch{}), "newest first, the merchant's only")
+	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{OrderID: "A-1"}))
+	require.Equal(t, []int64{token.ID}, ids(store.InvoiceSearch{AssetSet: true, Token: usdc().Address}))
+	require.Equal(t, []int64{paid.ID, native.ID}, ids(store.InvoiceSearch{AssetSet: true}), "the native coin")
+	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{TxHash: &p.TxHash}))
+	require.Empty(t, ids(store.InvoiceSearch{TxHash: ptr(randHash())}))
+	require.Equal(t, []int64{token.ID}, ids(store.InvoiceSearch{DepositAddress: &token.DepositAddress}))
+	require.Empty(t, ids(store.InvoiceSearch{DepositAddress: &foreign.DepositAddress}), "another merchant's address")
+	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{ID: native.ID, OrderID: "nothing"}))
+	require.Empty(t, ids(store.InvoiceSearch{ID: foreign.ID}), "another merchant's id")
+	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Statuses: []string{store.StatusPaid}}}))
+	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{BeforeID: token.ID}}))
+	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Limit: 1}}))
 }

@@ -317,3 +317,68 @@ func affectedOne(res interface{ RowsAffected() (int64, error) }, err error) erro
 	}
 	return nil
 }
+
+// SearchInvoices implements store.DashboardStore.
+func (s *Store) SearchInvoices(ctx context.Context, f store.InvoiceSearch) ([]store.Invoice, error) {
+	where := []string{"i.merchant_id = ?"}
+	args := []any{f.MerchantID}
+	from := "invoices i"
+	switch {
+	case f.TxHash != nil:
+		// Through the payments' unique (tx_hash, log_index) index.
+		where = append(where, "i.id IN (SELECT p.invoice_id FROM payments p WHERE p.tx_hash = ?)")
+		args = append(args, *f.TxHash)
+	case f.DepositAddress != nil:
+		where = append(where, "i.deposit_address = ?")
+		args = append(args, *f.DepositAddress)
+	case f.ID != 0 && f.OrderID != "":
+		where = append(where, "(i.id = ? OR i.order_id = ?)")
+		args = append(args, f.ID, f.OrderID)
+	case f.ID != 0:
+		where = append(where, "i.id = ?")
+		args = append(args, f.ID)
+	case f.OrderID != "":
+		where = append(where, "i.order_id = ?")
+		args = append(args, f.OrderID)
+	}
+	if f.AssetSet {
+		if f.Token == nil {
+			where = append(where, "i.token_address IS NULL")
+		} else {
+			where = append(where, "i.token_address = ?")
+			args = append(args, *f.Token)
+		}
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "i.status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
+		for _, st := range f.Statuses {
+			args = append(args, st)
+		}
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "i.created_at >= ?")
+		args = append(args, f.CreatedAfter)
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "i.created_at < ?")
+		args = append(args, f.CreatedBefore)
+	}
+	if f.BeforeID > 0 {
+		where = append(where, "i.id < ?")
+		args = append(args, f.BeforeID)
+	}
+	q := "SELECT " + prefixColumns("i.", invoiceColumns) + " FROM " + from + " WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY i.id DESC LIMIT ?"
+	var invs []store.Invoice
+	err := s.sel(ctx, &invs, q, append(args, limit(f.Limit, 100, 1000))...)
+	return invs, err
+}
+
+// prefixColumns qualifies a column list with a table alias.
+func prefixColumns(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}

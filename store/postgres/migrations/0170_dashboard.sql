@@ -112,3 +112,6 @@ CREATE TABLE payment_link_invoices (
 -- The person behind an outbound: 0 / NULL for none (an API key alone).
 ALTER TABLE outbounds ADD COLUMN created_by_user BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE outbounds ADD COLUMN approved_by_user BIGINT;
+
+-- The dashboard's search by order id, within a merchant.
+CREATE INDEX invoices_merchant_order ON invoices (merchant_id, order_id) WHERE order_id <> '';
