@@ -183,7 +183,11 @@ func (tb *tab) check(name string) {
 		tb.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}))
 		for _, w := range []int64{360, 1280} {
 			var png []byte
-			tb.run(chromedp.EmulateViewport(w, 900), chromedp.Evaluate(axeSource(tb.t), nil))
+			var loaded bool
+			tb.run(chromedp.EmulateViewport(w, 900), chromedp.Evaluate(`typeof axe !== "undefined"`, &loaded))
+			if !loaded {
+				tb.run(chromedp.Evaluate(axeSource(tb.t), nil))
+			}
 			var violations []string
 			tb.run(chromedp.Evaluate(`axe.run(document, { resultTypes: ["violations"] }).then(r => r.violations.map(v =>
 				v.id + " (" + v.impact + "): " + v.help + " at " + v.nodes.map(n => n.target.join(" ") + " " + n.failureSummary).join("; ")))`,
