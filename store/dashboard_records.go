@@ -188,3 +188,13 @@ type InvoiceSearch struct {
 	DepositAddress *common.Address
 	TxHash         *common.Hash
 }
+
+// DailyVolume is what a merchant's invoices created on Day (UTC) in one
+// asset (Token nil: the native coin) took: how many, and the sum of what
+// was paid to them, in the asset's base units.
+type DailyVolume struct {
+	Day      time.Time
+	Token    *common.Address
+	Invoices int64
+	Paid     Amount
+}

@@ -85,6 +85,13 @@ type DashboardStore interface {
 	// scan of other merchants' rows).
 	SearchInvoices(ctx context.Context, f InvoiceSearch) ([]Invoice, error)
 
+	// InvoiceVolumes returns what merchantID's invoices created in
+	// [from, to) (whole UTC days) took per day and asset, by day then
+	// token; days without invoices are left out. PostgreSQL reads the
+	// roll-up its trigger maintains; SQLite (the embedded store) sums in
+	// Go, exactly.
+	InvoiceVolumes(ctx context.Context, merchantID int64, from, to time.Time) ([]DailyVolume, error)
+
 	// ListPaymentLinkInvoices lists the ids of the invoices a link made,
 	// newest first, at most limit.
 	ListPaymentLinkInvoices(ctx context.Context, linkID int64, limit int) ([]int64, error)

@@ -23,6 +23,7 @@ func dashboardTests() []test {
 		{"Dashboard_PaymentLinks", testDashboardPaymentLinks},
 		{"Dashboard_OutboundRecordsItsUsers", testDashboardOutboundUsers},
 		{"Dashboard_SearchInvoices", testDashboardSearchInvoices},
+		{"Dashboard_InvoiceVolumesFollowEveryInsertAndPayment", testDashboardVolumes},
 	}
 }
 
@@ -371,4 +372,52 @@ func testDashboardSearchInvoices(t *testing.T, st store.Store) {
 	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Statuses: []string{store.StatusPaid}}}))
 	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{BeforeID: token.ID}}))
 	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Limit: 1}}))
+}
+
+func testDashboardVolumes(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	other := newMerchant(t, st)
+	day1 := time.Date(2026, 11, 20, 23, 59, 0, 0, time.UTC)
+	day2 := time.Date(2026, 11, 21, 0, 0, 1, 0, time.UTC)
+	at := func(t time.Time) func(*store.Invoice) { return func(inv *store.Invoice) { inv.CreatedAt = t } }
+	a := newInvoice(t, st, m.ID, at(day1))
+	newInvoice(t, st, m.ID, at(day1))
+	b := newInvoice(t, st, m.ID, at(day2))
+	c := newInvoice(t, st, m.ID, at(day2), func(inv *store.Invoice) { inv.SetAsset(usdc()) })
+	newInvoice(t, st, other.ID, at(day2))
+	newInvoice(t, st, m.ID, at(day2.AddDate(0, 0, 5))) // outside the range
+
+	pay := func(inv store.Invoice, amount store.Amount) {
+		t.Helper()
+		got, err := st.GetInvoice(ctx, inv.ID)
+		require.NoError(t, err)
+		got.PaidWei = amount
+		require.NoError(t, st.UpdateInvoice(ctx, &got))
+	}
+	huge := maxUint256()
+	half, _ := huge.Sub(store.NewAmount(1))
+	pay(a, store.MustParseAmount("1500000000000000000"))
+	pay(b, half)
+	pay(b, huge) // a second payment: only the difference is added
+	pay(c, store.NewAmount(12500000))
+	pay(a, store.MustParseAmount("1000000000000000000")) // a reorg took half a coin back
+
+	vs, err := st.InvoiceVolumes(ctx, m.ID, day1.Truncate(24*time.Hour), day2.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	type row struct {
+		day      string
+		token    bool
+		invoices int64
+		paid     string
+	}
+	var got []row
+	for _, v := range vs {
+		got = append(got, row{v.Day.Format(time.DateOnly), v.Token != nil, v.Invoices, v.Paid.String()})
+	}
+	require.Equal(t, []row{
+		{"2026-11-20", false, 2, "1000000000000000000"},
+		{"2026-11-21", false, 1, huge.String()},
+		{"2026-11-21", true, 1, "12500000"},
+	}, got, "exact to the wei, per day and asset, this merchant's only")
+	require.Equal(t, usdc().Address.Hex(), vs[2].Token.Hex())
 }
