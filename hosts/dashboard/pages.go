@@ -53,7 +53,6 @@ type assetVolume struct {
 type overviewView struct {
 	Volumes     []assetVolume
 	FiatToday   []string
-	FiatMonth   []string
 	Chart       chart
 	Attention   []api.Invoice
 	Approvals   []invoice.OutboundView
@@ -61,8 +60,10 @@ type overviewView struct {
 	Capped      bool
 }
 
-// overviewScan bounds the invoices the overview reads for the month.
-const overviewScan = 5000
+// overviewScan bounds the recent invoices the overview reads for what
+// needs attention and today's fiat totals; the volumes come from the
+// store's daily roll-up (InvoiceVolumes), whatever the number of invoices.
+const overviewScan = 500
 
 func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
@@ -75,10 +76,34 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		from = month
 	}
 	v := overviewView{}
+	vols, err := d.st.InvoiceVolumes(ctx, s.Principal.Merchant.ID, from, day.AddDate(0, 0, 1))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	today, monthSum := map[string]store.Amount{}, map[string]store.Amount{}
-	fiatToday, fiatMonth := map[string]store.Fiat{}, map[string]store.Fiat{}
 	assets := map[string]store.Asset{}
 	daily := map[string]map[string]store.Amount{} // asset → day → amount
+	for _, vol := range vols {
+		if vol.Paid.IsZero() {
+			continue
+		}
+		a := d.assetOf(vol.Token)
+		sym := a.Symbol
+		assets[sym] = a
+		if daily[sym] == nil {
+			daily[sym] = map[string]store.Amount{}
+		}
+		k := vol.Day.Format(time.DateOnly)
+		daily[sym][k] = add(daily[sym][k], vol.Paid)
+		if !vol.Day.Before(month) {
+			monthSum[sym] = add(monthSum[sym], vol.Paid)
+		}
+		if !vol.Day.Before(day) {
+			today[sym] = add(today[sym], vol.Paid)
+		}
+	}
+	fiatToday := map[string]store.Fiat{}
 	q := invoice.InvoiceQuery{CreatedAfter: from, Limit: 100}
 	seen := 0
 	for {
@@ -94,27 +119,8 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 					v.Attention = append(v.Attention, inv.Invoice)
 				}
 			}
-			if inv.Paid.IsZero() {
-				continue
-			}
-			sym := inv.Asset.Symbol
-			assets[sym] = inv.Asset
-			if daily[sym] == nil {
-				daily[sym] = map[string]store.Amount{}
-			}
-			k := inv.CreatedAt.UTC().Format("2006-01-02")
-			daily[sym][k] = add(daily[sym][k], inv.Paid)
-			if !inv.CreatedAt.Before(month) {
-				monthSum[sym] = add(monthSum[sym], inv.Paid)
-				if inv.PaidValue != nil {
-					fiatMonth[inv.PaidValue.Currency.Code] = addFiat(fiatMonth[inv.PaidValue.Currency.Code], *inv.PaidValue)
-				}
-			}
-			if !inv.CreatedAt.Before(day) {
-				today[sym] = add(today[sym], inv.Paid)
-				if inv.PaidValue != nil {
-					fiatToday[inv.PaidValue.Currency.Code] = addFiat(fiatToday[inv.PaidValue.Currency.Code], *inv.PaidValue)
-				}
+			if inv.PaidValue != nil && !inv.CreatedAt.Before(day) {
+				fiatToday[inv.PaidValue.Currency.Code] = addFiat(fiatToday[inv.PaidValue.Currency.Code], *inv.PaidValue)
 			}
 		}
 		if !page.HasMore || seen >= overviewScan {
@@ -132,12 +138,7 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		a := assets[sym]
 		v.Volumes = append(v.Volumes, assetVolume{Asset: sym, Today: a.Format(today[sym]), Month: a.Format(monthSum[sym])})
 	}
-	for _, f := range sortedFiat(fiatToday) {
-		v.FiatToday = append(v.FiatToday, f)
-	}
-	for _, f := range sortedFiat(fiatMonth) {
-		v.FiatMonth = append(v.FiatMonth, f)
-	}
+	v.FiatToday = sortedFiat(fiatToday)
 	v.Chart = dailyChart(day, 30, syms, assets, daily)
 	for _, list := range []func() (invoice.OutboundPage, error){
 		func() (invoice.OutboundPage, error) {
@@ -158,6 +159,19 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		v.FailedHooks = len(ds.Data)
 	}
 	d.show(w, r, "overview", "overview", v)
+}
+
+// assetOf names a token (nil: the native coin) by the service's assets.
+func (d *Dashboard) assetOf(token *common.Address) store.Asset {
+	for _, a := range d.api.Assets() {
+		if (token == nil && a.IsNative()) || (token != nil && a.Address != nil && *a.Address == *token) {
+			return a
+		}
+	}
+	if token == nil {
+		return store.NativeAsset(api.DefaultNativeSymbol)
+	}
+	return store.Asset{Symbol: token.Hex(), Address: token}
 }
 
 func add(a, b store.Amount) store.Amount {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -97,6 +98,11 @@ func TestRefund_AboveTheThreshold_MadeByOneUserApprovedByAnother(t *testing.T) {
 
 	acc := newBrowser(t, srv.URL)
 	acc.signIn("acc@example.com")
+	ov := acc.get("/dashboard/")
+	require.Equal(t, http.StatusOK, ov.Status)
+	require.Regexp(t, `<th scope="row">ETH</th><td class="num">0.5</td><td class="num">0.5</td>`, ov.Body,
+		"today's and this month's volume, from the roll-up")
+	require.Contains(t, ov.Body, `<title>`+time.Now().UTC().Format(time.DateOnly)+`: 0.5</title>`, "today's bar in the chart")
 	found := acc.get("/dashboard/invoices?q=" + rcpt.TxHash.Hex())
 	require.Equal(t, http.StatusOK, found.Status)
 	require.Contains(t, found.Body, `href="/dashboard/invoices/`+itoa(inv.ID)+`"`, "found by the paying transaction's hash")
