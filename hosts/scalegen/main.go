@@ -66,6 +66,8 @@ func main() {
 	archive := flag.Bool("archive", false, "archive the oldest month of invoices as payd does, measuring reads before and during")
 	sweeps := flag.Bool("sweeps", false, "add the sweep history (one MINED sweep per SETTLED invoice) to a database generated without it")
 	before := flag.Duration("before", time.Minute, "how long the reads are measured before the archive starts (-archive)")
+	flag.BoolVar(&skipChain, "skip-chain", false, "generate no transactions nor sweep transactions (the merchant dashboard's measurements need neither)")
+	dash := flag.Bool("dashboard", false, "measure the merchant dashboard's pages (hosts/dashboard) instead of generating")
 	flag.Parse()
 	if err := loopback(*dbURL); err != nil {
 		log.Fatal(err)
@@ -75,6 +77,8 @@ func main() {
 	switch {
 	case *load:
 		err = runLoad(ctx, *dbURL, *keyfile, *n)
+	case *dash:
+		err = runDashboardLoad(ctx, *dbURL, *n)
 	case *explain:
 		err = runExplain(ctx, *dbURL)
 	case *migrate:
@@ -92,6 +96,9 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// skipChain leaves the transactions and sweep transactions out (-skip-chain).
+var skipChain bool
 
 // loopback refuses a database that is not on this machine.
 func loopback(dsn string) error {
@@ -280,6 +287,9 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 		return hash("addr", int(math.Floor(math.Pow(r.Float64(), 3)*float64(pool))))[:20]
 	}
 	if err := step("transactions", "transactions", sz.txs, func() error {
+		if skipChain {
+			return nil
+		}
 		return withoutIndexes(ctx, db, "transactions", func() error {
 			return copyParallel(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
 				"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
@@ -343,6 +353,9 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 		return err
 	}
 	if err := step("sweep_txs", "", 0, func() error {
+		if skipChain {
+			return nil
+		}
 		return withoutIndexes(ctx, db, "sweep_txs", func() error { return fillSweeps(ctx, db) })
 	}); err != nil {
 		return err
