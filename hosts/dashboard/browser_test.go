@@ -262,6 +262,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 		{"/users", "users", "owner@example.com"},
 		{"/audit", "audit", "sign_in.password"},
 		{"/api-keys", "api-keys", "New API key"},
+		{"/branding", "branding", "Preview of the checkout page"},
 		{"/account", "account", "Passkeys"},
 		{"/invoices?lang=de", "invoices-de", "Rechnungen"},
 	} {

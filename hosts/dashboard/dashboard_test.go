@@ -1,8 +1,13 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"encoding/csv"
+	"image"
+	pngenc "image/png"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -503,4 +508,52 @@ func TestAPIKeys_OwnerMakesAScopedKeyThatWorksThenRevokesIt(t *testing.T) {
 		require.Equal(t, "api_key.revoke", es[0].Action)
 		require.Equal(t, "api_key.create", es[1].Action)
 	})
+}
+
+func TestBranding_ADeveloperSetsColourAndLogo_AViewerCannot(t *testing.T) {
+	e := newEnv(t, newSQLite(t))
+	e.user("dev@example.com", store.RoleDeveloper)
+	e.user("view@example.com", store.RoleViewer)
+	var png bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	require.NoError(t, pngenc.Encode(&png, img))
+	upload := func(b *browser, color string, logo []byte) page {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		require.NoError(t, mw.WriteField("accent_color", color))
+		if logo != nil {
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Disposition", `form-data; name="logo"; filename="logo.png"`)
+			h.Set("Content-Type", "image/png")
+			part, err := mw.CreatePart(h)
+			require.NoError(t, err)
+			_, _ = part.Write(logo)
+		}
+		require.NoError(t, mw.Close())
+		return b.doBody("POST", "/dashboard/branding", mw.FormDataContentType(), body.Bytes())
+	}
+	v := e.browser()
+	v.signIn("view@example.com")
+	require.Equal(t, http.StatusOK, v.get("/dashboard/branding").Status, "a viewer sees it")
+	require.Equal(t, http.StatusForbidden, upload(v, "#7b2ff7", png.Bytes()).Status, "and cannot change it")
+
+	dev := e.browser()
+	dev.signIn("dev@example.com")
+	p := upload(dev, "#7B2FF7", png.Bytes())
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	b, err := e.api.Branding(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, "#7b2ff7", b.AccentColor)
+	require.Equal(t, png.Bytes(), b.Logo, "the logo's bytes, exactly")
+	logo := dev.get("/dashboard/branding/logo")
+	require.Equal(t, "image/png", logo.Header.Get("Content-Type"))
+	require.Equal(t, png.String(), logo.Body)
+	require.Contains(t, dev.get("/dashboard/branding").Body, `data-accent="#7b2ff7"`)
+
+	// The API's checks apply: an SVG is refused, nothing changes.
+	p = upload(dev, "#000000", []byte(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	b, err = e.api.Branding(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, "#7b2ff7", b.AccentColor)
 }

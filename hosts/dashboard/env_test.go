@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
@@ -200,6 +201,24 @@ func (b *browser) do(method, path string, form url.Values, hdr ...string) page {
 			b.cookies[c.Name] = c
 		}
 	}
+	return page{Status: res.StatusCode, Body: string(raw), Location: res.Header.Get("Location"), Header: res.Header}
+}
+
+// doBody sends a request with a body of its own type (a multipart form).
+func (b *browser) doBody(method, path, contentType string, body []byte) page {
+	b.t.Helper()
+	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
+	require.NoError(b.t, err)
+	req.Header.Set("Content-Type", contentType)
+	for _, c := range b.cookies {
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	require.NoError(b.t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(b.t, err)
 	return page{Status: res.StatusCode, Body: string(raw), Location: res.Header.Get("Location"), Header: res.Header}
 }
 

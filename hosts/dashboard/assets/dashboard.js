@@ -98,3 +98,33 @@
     } catch (err) { showError(err); }
   });
 })();
+
+// The branding page's live preview: the accent colour as the checkout
+// applies it (CSSOM, the text black or white by WCAG contrast) and a
+// picked logo from a blob: URL.
+(() => {
+  const pv = document.getElementById("preview");
+  if (!pv) return;
+  const lum = (hex) => {
+    const c = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255)
+      .map((v) => (v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4)));
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  };
+  const apply = (hex) => {
+    if (!/^#[0-9a-fA-F]{6}$/.test(hex)) return;
+    pv.style.setProperty("--pv-accent", hex);
+    const l = lum(hex);
+    pv.style.setProperty("--pv-on-accent", (l + 0.05) / 0.05 > 1.05 / (l + 0.05) ? "#000000" : "#ffffff");
+  };
+  apply(pv.dataset.accent);
+  const input = document.getElementById("accent");
+  if (input) input.addEventListener("input", () => apply(input.value));
+  const file = document.getElementById("logo");
+  const img = document.getElementById("pv-logo");
+  if (file && img) file.addEventListener("change", () => {
+    const f = file.files && file.files[0];
+    if (!f) return;
+    img.src = URL.createObjectURL(f);
+    img.hidden = false;
+  });
+})();
