@@ -557,3 +557,25 @@ func TestBranding_ADeveloperSetsColourAndLogo_AViewerCannot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "#7b2ff7", b.AccentColor)
 }
+
+func TestWebhookSecret_RotatedByADeveloper_ShownOnce_SignsFromNowOn(t *testing.T) {
+	e := newEnv(t, newSQLite(t))
+	e.user("dev@example.com", store.RoleDeveloper)
+	e.user("acc@example.com", store.RoleAccountant)
+	acc := e.browser()
+	acc.signIn("acc@example.com")
+	require.Equal(t, http.StatusForbidden, acc.post("/dashboard/webhooks/secret/rotate", nil).Status)
+	before, err := e.api.WebhookSecret(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	dev := e.browser()
+	dev.signIn("dev@example.com")
+	p := dev.post("/dashboard/webhooks/secret/rotate", nil)
+	require.Equal(t, http.StatusOK, p.Status)
+	shown := regexp.MustCompile(`id="new-secret" readonly value="(whsec_[^"]+)"`).FindStringSubmatch(p.Body)
+	require.NotNil(t, shown)
+	after, err := e.api.WebhookSecret(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, after, shown[1])
+	require.NotEqual(t, before, after)
+	require.NotContains(t, dev.get("/dashboard/webhooks").Body, after, "shown once")
+}

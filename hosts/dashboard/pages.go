@@ -842,6 +842,19 @@ func (d *Dashboard) handleReplay(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, "/webhooks", "replayed")
 }
 
+// handleRotateSecret gives the merchant a new webhook signing secret,
+// shown once; deliveries are signed with it from now on.
+func (d *Dashboard) handleRotateSecret(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r)
+	_, secret, err := d.api.RotateWebhookSecret(r.Context(), s.Principal.Merchant.ID)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.auditAs(r.Context(), s, "webhook_secret.rotate", "merchant "+strconv.FormatInt(s.Principal.Merchant.ID, 10), "")
+	d.show(w, r, "secretmade", "webhook_secret_made", secret)
+}
+
 // Settings.
 
 func (d *Dashboard) handleSettings(w http.ResponseWriter, r *http.Request) {

@@ -52,6 +52,7 @@ func (d *Dashboard) routes(mux *http.ServeMux) {
 	h("GET /ledger.jsonl", d.authed(store.ScopeRead, d.handleLedgerJSONL))
 	h("GET /webhooks", d.authed(store.ScopeRead, d.handleWebhooks))
 	h("POST /webhooks/{id}/replay", d.authed(store.ScopeAdmin, d.handleReplay))
+	h("POST /webhooks/secret/rotate", d.authed(store.ScopeAdmin, d.handleRotateSecret))
 	h("GET /links", d.authed(store.ScopeRead, d.handleLinks))
 	h("POST /links", d.authed(store.ScopeInvoices, d.handleCreateLink))
 	h("POST /links/{id}/active", d.authed(store.ScopeInvoices, d.handleLinkActive))
