@@ -579,3 +579,20 @@ func TestWebhookSecret_RotatedByADeveloper_ShownOnce_SignsFromNowOn(t *testing.T
 	require.NotEqual(t, before, after)
 	require.NotContains(t, dev.get("/dashboard/webhooks").Body, after, "shown once")
 }
+
+func TestSettings_ProfileAndTolerance_ThroughTheAPI(t *testing.T) {
+	e := newEnv(t, newSQLite(t))
+	b := e.browser()
+	b.signIn("owner@example.com")
+	p := b.post("/dashboard/settings/profile", url.Values{"name": {"Café"}, "webhook_url": {"https://shop.example/hook"},
+		"tolerance_percent": {"0.5"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	m, err := e.api.Owner(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Café", m.Merchant.Name)
+	require.Equal(t, "https://shop.example/hook", m.Merchant.WebhookURL)
+	require.Equal(t, "0.5", m.Merchant.Tolerance.Percent.String())
+	p = b.post("/dashboard/settings/profile", url.Values{"name": {"Café"}, "webhook_url": {"ftp://x"}})
+	require.Equal(t, http.StatusBadRequest, p.Status, "the API's own check")
+	require.Contains(t, p.Body, "webhook_url")
+}

@@ -866,12 +866,23 @@ func (d *Dashboard) handleSettings(w http.ResponseWriter, r *http.Request) {
 func (d *Dashboard) handleProfile(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
 	name, hook := strings.TrimSpace(r.PostFormValue("name")), strings.TrimSpace(r.PostFormValue("webhook_url"))
-	m, err := d.api.UpdateMerchant(r.Context(), s.Principal.Merchant.ID, invoice.MerchantUpdate{Name: &name, WebhookURL: &hook})
+	u := invoice.MerchantUpdate{Name: &name, WebhookURL: &hook}
+	if pct := strings.TrimSpace(r.PostFormValue("tolerance_percent")); pct != "" {
+		dec, err := store.ParseDecimal(pct)
+		if err != nil {
+			d.fail(w, r, problem.OfField(problem.CodeInvalidField, "tolerance_percent", "the tolerance is a percentage such as 0.5"))
+			return
+		}
+		tol := s.Principal.Merchant.Tolerance
+		tol.Percent = dec
+		u.Tolerance = &tol
+	}
+	m, err := d.api.UpdateMerchant(r.Context(), s.Principal.Merchant.ID, u)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.auditAs(r.Context(), s, "merchant.update", "merchant "+strconv.FormatInt(m.ID, 10), "name, webhook URL "+hook)
+	d.auditAs(r.Context(), s, "merchant.update", "merchant "+strconv.FormatInt(m.ID, 10), "name, webhook URL "+hook+", tolerance "+m.Tolerance.Percent.String()+" %")
 	d.redirect(w, r, "/settings", "saved")
 }
 

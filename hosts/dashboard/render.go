@@ -149,6 +149,9 @@ func problemOf(err error) *problem.Problem {
 	if errors.As(err, &p) {
 		return p
 	}
+	if p := invoice.MerchantProblem(err); p != nil {
+		return p
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return problem.Of(problem.CodeNotFound, "no such resource")
