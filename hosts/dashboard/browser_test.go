@@ -254,7 +254,7 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 		{"/invoices/new", "invoice-new", "Expires after"},
 		{"/invoices/1", "invoice", "Timeline"},
 		{"/refunds", "refunds", "None."},
-		{"/payouts", "payouts", "AWAITING_APPROVAL"},
+		{"/payouts", "payouts", "Waiting for approval"},
 		{"/links", "links", "New payment link"},
 		{"/ledger", "ledger", "Download CSV"},
 		{"/webhooks", "webhooks", "Webhook URL"},
