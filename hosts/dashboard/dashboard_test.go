@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"bytes"
+	"html"
 	"encoding/csv"
 	"image"
 	pngenc "image/png"
@@ -24,6 +25,7 @@ import (
 )
 
 func TestSignIn_PasswordOpensASessionCookieThatSignOutEnds(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		b := e.browser()
 		p := b.get("/dashboard/")
@@ -66,6 +68,7 @@ func TestSignIn_PasswordOpensASessionCookieThatSignOutEnds(t *testing.T) {
 }
 
 func TestSignIn_RotatesTheSessionAndExpiresWhenIdle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	b := e.browser()
 	b.signIn("owner@example.com")
@@ -82,6 +85,7 @@ func TestSignIn_RotatesTheSessionAndExpiresWhenIdle(t *testing.T) {
 }
 
 func TestSignIn_LockoutAfterFiveFailures_AndUnknownEmailsLockAlike(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		b := e.browser()
 		for i := range 4 {
@@ -114,6 +118,7 @@ func TestSignIn_LockoutAfterFiveFailures_AndUnknownEmailsLockAlike(t *testing.T)
 }
 
 func TestSignIn_RateLimitedPerAddress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	b := e.browser()
 	limited := 0
@@ -128,6 +133,7 @@ func TestSignIn_RateLimitedPerAddress(t *testing.T) {
 }
 
 func TestRoles_EachRolesForbiddenActionsAreRefusedByTheServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	for _, c := range []struct {
 		role    string
@@ -169,6 +175,7 @@ func TestRoles_EachRolesForbiddenActionsAreRefusedByTheServer(t *testing.T) {
 var obRe = regexp.MustCompile(`id="ob-(\d+)"`)
 
 func TestPayout_AboveTheThreshold_ApprovedByASecondPerson_BothInTheAuditLog(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		th := store.NewAmount(1000)
 		require.NoError(t, e.st.PutPayoutPolicy(ctx, store.PayoutPolicy{MerchantID: e.merchant.ID,
@@ -229,6 +236,7 @@ func TestPayout_AboveTheThreshold_ApprovedByASecondPerson_BothInTheAuditLog(t *t
 }
 
 func TestApproval_TheSamePersonCannotApproveWhatTheyMade(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	th := store.NewAmount(1000)
 	require.NoError(t, e.st.PutPayoutPolicy(ctx, store.PayoutPolicy{MerchantID: e.merchant.ID,
@@ -260,6 +268,7 @@ func TestApproval_TheSamePersonCannotApproveWhatTheyMade(t *testing.T) {
 }
 
 func TestSettlementAddress_RefusedWithoutAFreshSecondFactor_ChangedWithTOTP(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		b := e.browser()
 		b.signIn("owner@example.com")
@@ -314,6 +323,7 @@ func TestSettlementAddress_RefusedWithoutAFreshSecondFactor_ChangedWithTOTP(t *t
 }
 
 func TestTOTP_APasswordSignInThenNeedsTheCode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	b := e.browser()
 	b.signIn("owner@example.com")
@@ -334,12 +344,13 @@ func TestTOTP_APasswordSignInThenNeedsTheCode(t *testing.T) {
 }
 
 func TestInvitationAndResetLink_UsedOnce(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		own := e.browser()
 		own.signIn("owner@example.com")
 		p := own.post("/dashboard/users/invite", url.Values{"email": {"new@example.com"}, "role": {store.RoleViewer}})
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
-		link := regexp.MustCompile(`id="made-link" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1]
+		link := html.UnescapeString(regexp.MustCompile(`id="made-link" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1])
 		u, err := url.Parse(link)
 		require.NoError(t, err)
 		require.NotEmpty(t, u.Fragment, "the token is in the fragment")
@@ -360,7 +371,7 @@ func TestInvitationAndResetLink_UsedOnce(t *testing.T) {
 		require.Equal(t, store.RoleViewer, nu.Role)
 		p = own.post("/dashboard/users/"+strconv.FormatInt(nu.ID, 10)+"/reset-link", nil)
 		require.Equal(t, http.StatusOK, p.Status)
-		reset, _ := url.Parse(regexp.MustCompile(`id="made-link" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1])
+		reset, _ := url.Parse(html.UnescapeString(regexp.MustCompile(`id="made-link" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1]))
 		p = e.browser().post("/dashboard/link", url.Values{"kind": {"reset"}, "token": {reset.Fragment}, "password": {"another long password"}})
 		require.Equal(t, http.StatusSeeOther, p.Status)
 		require.Equal(t, http.StatusSeeOther, nb.get("/dashboard/invoices").Status, "a reset ends the user's other sessions")
@@ -370,6 +381,7 @@ func TestInvitationAndResetLink_UsedOnce(t *testing.T) {
 }
 
 func TestInvoices_CreateListFilterAndCSVExport(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		e.user("dev@example.com", store.RoleDeveloper)
 		b := e.browser()
@@ -444,6 +456,7 @@ func TestInvoices_CreateListFilterAndCSVExport(t *testing.T) {
 }
 
 func TestCSRF_ACrossOriginPostIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	b := e.browser()
 	b.signIn("owner@example.com")
@@ -460,6 +473,7 @@ func TestCSRF_ACrossOriginPostIsRefused(t *testing.T) {
 }
 
 func TestLedger_CSVAndJSONLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	e.user("acc@example.com", store.RoleAccountant)
 	b := e.browser()
@@ -476,6 +490,7 @@ func TestLedger_CSVAndJSONLines(t *testing.T) {
 }
 
 func TestAPIKeys_OwnerMakesAScopedKeyThatWorksThenRevokesIt(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		e.user("dev@example.com", store.RoleDeveloper)
 		dev := e.browser()
@@ -487,7 +502,7 @@ func TestAPIKeys_OwnerMakesAScopedKeyThatWorksThenRevokesIt(t *testing.T) {
 		b.signIn("owner@example.com")
 		p := b.post("/dashboard/api-keys", url.Values{"name": {"shop"}, "scope": {"read", "invoices"}})
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
-		key := regexp.MustCompile(`id="new-key" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1]
+		key := html.UnescapeString(regexp.MustCompile(`id="new-key" readonly value="([^"]+)"`).FindStringSubmatch(p.Body)[1])
 		call := func() int {
 			req, _ := http.NewRequest("GET", e.srv.URL+"/v1/invoices", nil)
 			req.Header.Set("Authorization", "Bearer "+key)
@@ -511,6 +526,7 @@ func TestAPIKeys_OwnerMakesAScopedKeyThatWorksThenRevokesIt(t *testing.T) {
 }
 
 func TestBranding_ADeveloperSetsColourAndLogo_AViewerCannot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	e.user("dev@example.com", store.RoleDeveloper)
 	e.user("view@example.com", store.RoleViewer)
@@ -559,6 +575,7 @@ func TestBranding_ADeveloperSetsColourAndLogo_AViewerCannot(t *testing.T) {
 }
 
 func TestWebhookSecret_RotatedByADeveloper_ShownOnce_SignsFromNowOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	e.user("dev@example.com", store.RoleDeveloper)
 	e.user("acc@example.com", store.RoleAccountant)
@@ -575,12 +592,13 @@ func TestWebhookSecret_RotatedByADeveloper_ShownOnce_SignsFromNowOn(t *testing.T
 	require.NotNil(t, shown)
 	after, err := e.api.WebhookSecret(ctx, e.merchant.ID)
 	require.NoError(t, err)
-	require.Equal(t, after, shown[1])
+	require.Equal(t, after, html.UnescapeString(shown[1]))
 	require.NotEqual(t, before, after)
 	require.NotContains(t, dev.get("/dashboard/webhooks").Body, after, "shown once")
 }
 
 func TestSettings_ProfileAndTolerance_ThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newSQLite(t))
 	b := e.browser()
 	b.signIn("owner@example.com")

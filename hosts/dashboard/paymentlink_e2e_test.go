@@ -22,6 +22,7 @@ import (
 // invoice, pays its payment URI, and the links page shows what the link
 // has taken once the invoice is confirmed.
 func TestPaymentLink_PaidEndToEndOnTheChain(t *testing.T) {
+	t.Parallel()
 	env := evmpaytest.New(t, evmpaytest.Config{})
 	srv := httptest.NewServer(nil)
 	t.Cleanup(srv.Close)
@@ -76,6 +77,7 @@ func TestPaymentLink_PaidEndToEndOnTheChain(t *testing.T) {
 // an accountant makes it, an approver (another person) approves it, and
 // the audit log says who did which.
 func TestRefund_AboveTheThreshold_MadeByOneUserApprovedByAnother(t *testing.T) {
+	t.Parallel()
 	env := evmpaytest.New(t, evmpaytest.Config{})
 	srv := httptest.NewServer(nil)
 	t.Cleanup(srv.Close)
