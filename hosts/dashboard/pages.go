@@ -63,7 +63,7 @@ type overviewView struct {
 // overviewScan bounds the recent invoices the overview reads for what
 // needs attention and today's fiat totals; the volumes come from the
 // store's daily roll-up (InvoiceVolumes), whatever the number of invoices.
-const overviewScan = 500
+const overviewScan = 100
 
 func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
@@ -104,7 +104,7 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fiatToday := map[string]store.Fiat{}
-	q := invoice.InvoiceQuery{CreatedAfter: from, Limit: 100}
+	q := invoice.InvoiceQuery{CreatedAfter: from, Limit: overviewScan}
 	seen := 0
 	for {
 		page, err := d.api.ListInvoices(ctx, s.Principal.Merchant.ID, q)

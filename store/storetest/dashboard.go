@@ -370,6 +370,10 @@ func testDashboardSearchInvoices(t *testing.T, st store.Store) {
 	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{ID: native.ID, OrderID: "nothing"}))
 	require.Empty(t, ids(store.InvoiceSearch{ID: foreign.ID}), "another merchant's id")
 	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Statuses: []string{store.StatusPaid}}}))
+	require.Equal(t, []int64{paid.ID, token.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{
+		Statuses: []string{store.StatusPending, store.StatusPaid}, Limit: 2}}), "two statuses, merged newest first")
+	require.Equal(t, []int64{token.ID}, ids(store.InvoiceSearch{AssetSet: true, Token: usdc().Address, InvoiceFilter: store.InvoiceFilter{
+		Statuses: []string{store.StatusPending, store.StatusPaid}}}), "with the other filters in each arm")
 	require.Equal(t, []int64{native.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{BeforeID: token.ID}}))
 	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Limit: 1}}))
 }

@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -352,12 +354,7 @@ func (s *Store) SearchInvoices(ctx context.Context, f store.InvoiceSearch) ([]st
 			args = append(args, *f.Token)
 		}
 	}
-	if len(f.Statuses) > 0 {
-		where = append(where, "i.status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
-		for _, st := range f.Statuses {
-			args = append(args, st)
-		}
-	}
+	statuses := slices.Compact(slices.Sorted(slices.Values(f.Statuses)))
 	if !f.CreatedAfter.IsZero() {
 		where = append(where, "i.created_at >= ?")
 		args = append(args, f.CreatedAfter)
@@ -370,10 +367,39 @@ func (s *Store) SearchInvoices(ctx context.Context, f store.InvoiceSearch) ([]st
 		where = append(where, "i.id < ?")
 		args = append(args, f.BeforeID)
 	}
-	q := "SELECT " + prefixColumns("i.", invoiceColumns) + " FROM " + from + " WHERE " + strings.Join(where, " AND ") +
-		" ORDER BY i.id DESC LIMIT ?"
+	n := limit(f.Limit, 100, 1000)
+	cols := prefixColumns("i.", invoiceColumns)
+	one := func(status string) (string, []any) {
+		w, a := where, slices.Clone(args)
+		if status != "" {
+			w = append(slices.Clone(w), "i.status = ?")
+			a = append(a, status)
+		}
+		return "SELECT " + cols + " FROM " + from + " WHERE " + strings.Join(w, " AND ") + " ORDER BY i.id DESC LIMIT ?", append(a, n)
+	}
+	var (
+		q  string
+		qa []any
+	)
+	switch len(statuses) {
+	case 0:
+		q, qa = one("")
+	case 1:
+		q, qa = one(statuses[0])
+	default:
+		// One index range per status (merchant_id, status, id), merged: a
+		// rare status is not looked for among every invoice of the others.
+		arms := make([]string, len(statuses))
+		for i, st := range statuses {
+			aq, a := one(st)
+			arms[i] = "SELECT * FROM (" + aq + ") s" + strconv.Itoa(i)
+			qa = append(qa, a...)
+		}
+		q = "SELECT * FROM (" + strings.Join(arms, " UNION ALL ") + ") u ORDER BY id DESC LIMIT ?"
+		qa = append(qa, n)
+	}
 	var invs []store.Invoice
-	err := s.sel(ctx, &invs, q, append(args, limit(f.Limit, 100, 1000))...)
+	err := s.sel(ctx, &invs, q, qa...)
 	return invs, err
 }
 
