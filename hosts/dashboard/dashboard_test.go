@@ -2,8 +2,8 @@ package dashboard_test
 
 import (
 	"bytes"
-	"html"
 	"encoding/csv"
+	"html"
 	"image"
 	pngenc "image/png"
 	"mime/multipart"
