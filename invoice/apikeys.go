@@ -180,7 +180,6 @@ func (s *Service) handleGetPayoutSettings(w http.ResponseWriter, r *http.Request
 
 // handlePutPayoutSettings replaces the merchant's payout settings.
 func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request) {
-	m := principal(r).Merchant
 	if !httpapi.CheckJSON(w, r) {
 		return
 	}
@@ -189,17 +188,27 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 		problem.Write(w, perr)
 		return
 	}
+	v, err := s.putPayoutSettingsFrom(r.Context(), principal(r), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// putPayoutSettingsFrom validates a PUT /v1/merchant/payout-settings body
+// and stores it: the one path of the HTTP API and of PutPayoutSettings.
+func (s *Service) putPayoutSettingsFrom(ctx context.Context, p Principal, body []byte) (payoutSettings, error) {
+	m := p.Merchant
 	ms, perr := members(body, "assets", "allowlist_enabled", "allowlist", "paying_wallets")
 	if perr != nil {
-		problem.Write(w, perr)
-		return
+		return payoutSettings{}, perr
 	}
 	policy := store.PayoutPolicy{MerchantID: m.ID, UpdatedAt: s.now()}
 	if raw := ms["assets"]; !isNull(raw) {
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) != nil || raw[0] != '[' {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "assets", `assets is an array: [{"asset": "USDC", "approval_threshold": "…", "daily_limit": "…", "reserve": "…"}]`))
-			return
+			return payoutSettings{}, problem.OfField(problem.CodeInvalidField, "assets", `assets is an array: [{"asset": "USDC", "approval_threshold": "…", "daily_limit": "…", "reserve": "…"}]`)
 		}
 		seen := map[string]bool{}
 		for i, item := range items {
@@ -207,22 +216,18 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 			am, perr := members(item, "asset", "approval_threshold", "daily_limit", "reserve")
 			if perr != nil {
 				perr.Field = field + "." + perr.Field
-				problem.Write(w, perr)
-				return
+				return payoutSettings{}, perr
 			}
 			var n string
 			if json.Unmarshal(am["asset"], &n) != nil || n == "" {
-				problem.Write(w, problem.OfField(problem.CodeMissingField, field+".asset", "each entry names its asset"))
-				return
+				return payoutSettings{}, problem.OfField(problem.CodeMissingField, field+".asset", "each entry names its asset")
 			}
 			a, ok := s.assets.lookup(n)
 			if !ok {
-				problem.Write(w, problem.OfField(problem.CodeUnknownAsset, field+".asset", "asset "+strconv.Quote(n)+" is not accepted here"))
-				return
+				return payoutSettings{}, problem.OfField(problem.CodeUnknownAsset, field+".asset", "asset "+strconv.Quote(n)+" is not accepted here")
 			}
 			if seen[a.Symbol] {
-				problem.Write(w, problem.OfField(problem.CodeDuplicateField, field+".asset", "asset "+strconv.Quote(n)+" appears twice"))
-				return
+				return payoutSettings{}, problem.OfField(problem.CodeDuplicateField, field+".asset", "asset "+strconv.Quote(n)+" appears twice")
 			}
 			seen[a.Symbol] = true
 			ap := store.AssetPolicy{Token: a.Token()}
@@ -241,8 +246,7 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 					v, err = store.ParseAmount(str)
 				}
 				if err != nil {
-					problem.Write(w, problem.OfField(problem.CodeInvalidAmount, field+"."+name, name+" is a JSON string of base units, e.g. \"1000000\""))
-					return
+					return payoutSettings{}, problem.OfField(problem.CodeInvalidAmount, field+"."+name, name+" is a JSON string of base units, e.g. \"1000000\"")
 				}
 				*dst = &v
 			}
@@ -251,21 +255,18 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 	}
 	if raw := ms["allowlist_enabled"]; !isNull(raw) {
 		if json.Unmarshal(raw, &policy.AllowlistEnabled) != nil {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "allowlist_enabled", "allowlist_enabled is true or false"))
-			return
+			return payoutSettings{}, problem.OfField(problem.CodeInvalidField, "allowlist_enabled", "allowlist_enabled is true or false")
 		}
 	}
 	if raw := ms["allowlist"]; !isNull(raw) {
 		var list []json.RawMessage
 		if json.Unmarshal(raw, &list) != nil || len(list) > 1000 {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "allowlist", "allowlist is an array of at most 1000 addresses"))
-			return
+			return payoutSettings{}, problem.OfField(problem.CodeInvalidField, "allowlist", "allowlist is an array of at most 1000 addresses")
 		}
 		for _, item := range list {
 			a, perr := parseAddressMember("allowlist", item)
 			if perr != nil {
-				problem.Write(w, perr)
-				return
+				return payoutSettings{}, perr
 			}
 			policy.Allowlist = append(policy.Allowlist, a)
 		}
@@ -273,33 +274,29 @@ func (s *Service) handlePutPayoutSettings(w http.ResponseWriter, r *http.Request
 	if raw := ms["paying_wallets"]; !isNull(raw) {
 		var list []json.RawMessage
 		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil || len(list) > 100 {
-			problem.Write(w, problem.OfField(problem.CodeInvalidField, "paying_wallets", "paying_wallets is an array of at most 100 addresses"))
-			return
+			return payoutSettings{}, problem.OfField(problem.CodeInvalidField, "paying_wallets", "paying_wallets is an array of at most 100 addresses")
 		}
 		for i, item := range list {
 			field := "paying_wallets[" + strconv.Itoa(i) + "]"
 			a, perr := parseAddressMember(field, item)
 			if perr != nil {
-				problem.Write(w, perr)
-				return
+				return payoutSettings{}, perr
 			}
 			// The service's own addresses never pay a merchant-paid
 			// request (the database refuses such a match too).
-			if err := s.checkReserved(r.Context(), field, a); err != nil {
-				s.fail(w, r, err)
-				return
+			if err := s.checkReserved(ctx, field, a); err != nil {
+				return payoutSettings{}, err
 			}
 			if !slices.Contains(policy.PayingWallets, a) {
 				policy.PayingWallets = append(policy.PayingWallets, a)
 			}
 		}
 	}
-	if err := s.st.PutPayoutPolicy(r.Context(), policy); err != nil {
-		s.fail(w, r, err)
-		return
+	if err := s.st.PutPayoutPolicy(ctx, policy); err != nil {
+		return payoutSettings{}, err
 	}
-	s.log.InfoContext(r.Context(), "payout settings changed", slog.Int64("merchant_id", m.ID))
-	writeJSON(w, http.StatusOK, s.settingsJSON(policy))
+	s.log.InfoContext(ctx, "payout settings changed", slog.Int64("merchant_id", m.ID))
+	return s.settingsJSON(policy), nil
 }
 
 // PayoutWallet is the merchant's payout wallet: the address to fund

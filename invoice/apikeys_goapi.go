@@ -3,7 +3,10 @@ package invoice
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"time"
 
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
 )
 
@@ -50,4 +53,62 @@ func (s *Service) CreateAPIKey(ctx context.Context, p Principal, name string, sc
 // in every replica (store.ErrNotFound for another merchant's).
 func (s *Service) RevokeAPIKey(ctx context.Context, p Principal, id int64) (api.APIKey, error) {
 	return s.revokeAPIKey(ctx, p, id)
+}
+
+// PayoutSettings are a merchant's controls on what the service sends out
+// for it: per asset the approval threshold, daily limit and payout-wallet
+// reserve (base units), the payout allowlist and the paying wallets —
+// the JSON of /v1/merchant/payout-settings.
+type PayoutSettings struct {
+	Assets           []AssetSettings         `json:"assets"`
+	AllowlistEnabled bool                    `json:"allowlist_enabled"`
+	Allowlist        []store.ChecksumAddress `json:"allowlist"`
+	PayingWallets    []store.ChecksumAddress `json:"paying_wallets"`
+	UpdatedAt        *time.Time              `json:"updated_at,omitempty"`
+}
+
+// AssetSettings are one asset's limits (nil: none).
+type AssetSettings struct {
+	// Asset is the asset's symbol (an unconfigured token's address).
+	Asset             string        `json:"asset"`
+	ApprovalThreshold *store.Amount `json:"approval_threshold,omitempty"`
+	DailyLimit        *store.Amount `json:"daily_limit,omitempty"`
+	Reserve           *store.Amount `json:"reserve,omitempty"`
+}
+
+// PayoutSettings returns merchant merchantID's payout settings.
+func (s *Service) PayoutSettings(ctx context.Context, merchantID int64) (PayoutSettings, error) {
+	pol, err := s.st.GetPayoutPolicy(ctx, merchantID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return PayoutSettings{}, err
+	}
+	return convertSettings(s.settingsJSON(pol))
+}
+
+// PutPayoutSettings replaces p's merchant's payout settings, checked as
+// PUT /v1/merchant/payout-settings checks them (an owner's action: the
+// HTTP API lets the merchant's own key only).
+func (s *Service) PutPayoutSettings(ctx context.Context, p Principal, settings PayoutSettings) (PayoutSettings, error) {
+	settings.UpdatedAt = nil
+	body, err := json.Marshal(settings)
+	if err != nil {
+		return PayoutSettings{}, err
+	}
+	v, err := s.putPayoutSettingsFrom(ctx, p, body)
+	if err != nil {
+		return PayoutSettings{}, err
+	}
+	return convertSettings(v)
+}
+
+// convertSettings turns the HTTP API's settings into the Go API's (the
+// same JSON).
+func convertSettings(v payoutSettings) (PayoutSettings, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return PayoutSettings{}, err
+	}
+	var out PayoutSettings
+	err = json.Unmarshal(b, &out)
+	return out, err
 }

@@ -614,3 +614,42 @@ func TestSettings_ProfileAndTolerance_ThroughTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, p.Status, "the API's own check")
 	require.Contains(t, p.Body, "webhook_url")
 }
+
+func TestPayoutLimits_OwnerSetsThemInAssetUnits_TheAPIEnforcesThem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newSQLite(t))
+	e.user("acc@example.com", store.RoleAccountant)
+	acc := e.browser()
+	acc.signIn("acc@example.com")
+	require.Equal(t, http.StatusForbidden, acc.post("/dashboard/settings/payout", url.Values{"threshold_ETH": {"1"}}).Status)
+
+	b := e.browser()
+	b.signIn("owner@example.com")
+	p := b.post("/dashboard/settings/payout", url.Values{"threshold_ETH": {"0.5"}, "daily_ETH": {"2"},
+		"allowlist": {"0x00000000000000000000000000000000000000bb\n0x00000000000000000000000000000000000000cc"}, "allowlist_enabled": {"on"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	ps, err := e.api.PayoutSettings(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	require.Len(t, ps.Assets, 1)
+	require.Equal(t, "500000000000000000", ps.Assets[0].ApprovalThreshold.String(), "base units, exactly")
+	require.Equal(t, "2000000000000000000", ps.Assets[0].DailyLimit.String())
+	require.Nil(t, ps.Assets[0].Reserve)
+	require.True(t, ps.AllowlistEnabled)
+	require.Len(t, ps.Allowlist, 2)
+	page := b.get("/dashboard/settings")
+	require.Contains(t, page.Body, `name="threshold_ETH" value="0.5"`)
+
+	// The API applies them: a payout off the allowlist is refused, one
+	// above the threshold waits for approval.
+	form := acc.get("/dashboard/payouts")
+	p = acc.post("/dashboard/payouts", url.Values{"key": {formKey(t, form.Body)}, "amount": {"1"}, "asset": {"ETH"},
+		"destination": {"0x00000000000000000000000000000000000000dd"}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.Status)
+	p = acc.post("/dashboard/payouts", url.Values{"key": {formKey(t, form.Body) + "2"}, "amount": {"1"}, "asset": {"ETH"},
+		"destination": {"0x00000000000000000000000000000000000000bb"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Contains(t, acc.get("/dashboard/payouts").Body, `data-status="AWAITING_APPROVAL"`)
+
+	p = b.post("/dashboard/settings/payout", url.Values{"allowlist": {"not-an-address"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+}

@@ -859,7 +859,12 @@ func (d *Dashboard) handleRotateSecret(w http.ResponseWriter, r *http.Request) {
 
 func (d *Dashboard) handleSettings(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
-	v := map[string]any{"M": s.Principal.Merchant, "Fresh": d.freshSecondFactor(s), "TOTP": s.User.TOTPEnabledAt != nil}
+	pv, err := d.payoutView(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	v := map[string]any{"M": s.Principal.Merchant, "Fresh": d.freshSecondFactor(s), "TOTP": s.User.TOTPEnabledAt != nil, "Payout": pv}
 	d.show(w, r, "settings", "settings", v)
 }
 
@@ -893,8 +898,13 @@ func (d *Dashboard) handleSettlementAddress(w http.ResponseWriter, r *http.Reque
 	if !d.freshSecondFactor(s) {
 		d.auditAs(r.Context(), s, "settlement_address.refused", "merchant "+strconv.FormatInt(s.Principal.Merchant.ID, 10),
 			"no fresh second factor")
+		pv, err := d.payoutView(r)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
 		pd := d.data(r, "settings", "settings", map[string]any{"M": s.Principal.Merchant, "Fresh": false,
-			"TOTP": s.User.TOTPEnabledAt != nil})
+			"TOTP": s.User.TOTPEnabledAt != nil, "Payout": pv})
 		pd.Error = pd.L.T("needs_fresh_second_factor")
 		d.render(w, r, http.StatusForbidden, pd)
 		return
@@ -1044,3 +1054,5 @@ func (d *Dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	d.show(w, r, "audit", "audit", v)
 }
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -62,6 +62,7 @@ func (d *Dashboard) routes(mux *http.ServeMux) {
 	h("POST /branding", d.authed(store.ScopeAdmin, d.handlePutBranding))
 	h("POST /settings/profile", d.authed(store.ScopeAdmin, d.handleProfile))
 	h("POST /settings/settlement-address", d.authed(scopeOwner, d.handleSettlementAddress))
+	h("POST /settings/payout", d.authed(scopeOwner, d.handlePayoutSettings))
 	h("GET /users", d.authed(scopeOwner, d.handleUsers))
 	h("POST /users/invite", d.authed(scopeOwner, d.handleInvite))
 	h("POST /users/{id}/role", d.authed(scopeOwner, d.handleUserRole))
