@@ -75,6 +75,9 @@ type Config struct {
 	// LinkTTL is how long invitation, reset and sign-in links last.
 	// Defaults to 72 hours.
 	LinkTTL time.Duration
+	// Mailer sends invitations and reset links by mail (NewSMTPMailer).
+	// Defaults to none: the page shows the link to hand over.
+	Mailer Mailer
 	// Deliveries is the webhook deliveries API; nil hides the webhooks
 	// page's deliveries.
 	Deliveries Deliveries

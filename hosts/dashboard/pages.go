@@ -958,6 +958,10 @@ func (d *Dashboard) handleInvite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.auditAs(r.Context(), s, "invitation.create", email, "role "+role)
+	if d.mailLink(r.Context(), email, "You are invited to "+s.Principal.Merchant.Name+"'s evmpay dashboard", link) {
+		d.show(w, r, "linkmade", "invitation_made", map[string]string{"Email": email, "Sent": "1"})
+		return
+	}
 	d.show(w, r, "linkmade", "invitation_made", map[string]string{"Link": link, "Email": email})
 }
 
@@ -1035,6 +1039,10 @@ func (d *Dashboard) handleResetLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.auditAs(r.Context(), s, "reset_link.create", "user "+strconv.FormatInt(u.ID, 10), u.Email)
+	if d.mailLink(r.Context(), u.Email, "Set a new password for your evmpay dashboard", link) {
+		d.show(w, r, "linkmade", "reset_link_made", map[string]string{"Email": u.Email, "Sent": "1"})
+		return
+	}
 	d.show(w, r, "linkmade", "reset_link_made", map[string]string{"Link": link, "Email": u.Email})
 }
 
