@@ -66,7 +66,9 @@ type Roles struct {
 }
 
 // AllRoles runs everything in one process.
-func AllRoles() Roles { return Roles{API: true, Indexer: true, Settlement: true, Sweep: true, Webhooks: true} }
+func AllRoles() Roles {
+	return Roles{API: true, Indexer: true, Settlement: true, Sweep: true, Webhooks: true}
+}
 
 func (r Roles) none() bool { return r == Roles{} }
 
