@@ -91,7 +91,9 @@ func run(ctx context.Context, cfg service.Config, payTo common.Address, ln net.L
 	})
 	mux.HandleFunc("POST /hooks/evmpay", func(w http.ResponseWriter, r *http.Request) {
 		var p webhook.Payload
-		var inv struct{ OrderID string `json:"order_id"` } // the members of the invoice this route uses
+		var inv struct {
+			OrderID string `json:"order_id"`
+		} // the members of the invoice this route uses
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil || verifier.Verify(r.Header, body) != nil || json.Unmarshal(body, &p) != nil || json.Unmarshal(p.Data, &inv) != nil {
 			http.Error(w, "invalid webhook", http.StatusBadRequest)
