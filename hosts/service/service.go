@@ -276,7 +276,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.workers = append(s.workers, worker{"chain-identity", s.Identity.Run})
 
 	if cfg.Pricer != nil {
-		if err := checkPricer(ctx, cfg.Pricer); err != nil {
+		if err := s.checkPricer(ctx, cfg.Pricer); err != nil {
 			return nil, err
 		}
 		s.workers = append(s.workers, worker{"pricing", cfg.Pricer.Run})
@@ -345,17 +345,23 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 }
 
 // checkPricer refuses a pricer that can never quote an accepted asset in
-// a currency it serves, or that has no rate at all after its first read:
-// an error at start naming the setting, instead of 503 rate_unavailable on
-// every fiat invoice for ever.
-func checkPricer(ctx context.Context, p *pricing.Pricer) error {
+// a currency it serves — an error at start naming the setting, instead of
+// 503 rate_unavailable on every fiat invoice for ever — and, for the API
+// role, reads the rates once before anything quotes. A rates outage at
+// start is not a configuration mistake: it is logged, and Run's refreshes
+// (the pricer runs with the other parts: it is never left unrefreshed)
+// bring the rates when the sources answer.
+func (s *Service) checkPricer(ctx context.Context, p *pricing.Pricer) error {
 	if err := p.CheckRoutes(); err != nil {
 		return configErr("Pricer: %v", err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if !s.cfg.Roles.API {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := p.Refresh(rctx); err != nil {
-		return fmt.Errorf("service: Pricer: the first read of the rates failed (check the sources' URLs and the network): %w", err)
+		s.log.WarnContext(ctx, "service: the first read of the rates failed; fiat quotes wait for the next one", slog.String("error", err.Error()))
 	}
 	return nil
 }
