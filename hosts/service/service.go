@@ -222,10 +222,12 @@ type Service struct {
 	// ChainID is the chain's id, as the node reported it.
 	ChainID uint64
 
-	cfg     Config
-	log     *slog.Logger
-	handler *httpapi.Mux
-	workers []worker
+	cfg        Config
+	log        *slog.Logger
+	handler    *httpapi.Mux
+	page       *checkout.Handler
+	deliveries *webhook.DeliveriesAPI
+	workers    []worker
 }
 
 type worker struct {
@@ -270,8 +272,15 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.Identity, err = indexer.NewIdentity(src, cfg.Store, icfg); err != nil {
 		return nil, err
 	}
-	if _, err := s.Identity.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
-		return nil, fmt.Errorf("service: refusing to start: %w", err)
+	st, err := s.Identity.Check(ctx)
+	switch {
+	case errors.Is(err, store.ErrNodeBehind):
+		s.log.WarnContext(ctx, "the chain node is far behind the indexed chain: not ready until it catches up", slog.String("error", err.Error()))
+	case err != nil:
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	default:
+		s.log.InfoContext(ctx, "chain identity verified", slog.Uint64("chain_id", st.ChainID), slog.String("genesis", st.GenesisHash.Hex()),
+			slog.Uint64("node_head", st.NodeHead), slog.Uint64("indexed_tip", st.IndexedTip), slog.Uint64("verified_at_block", st.VerifiedAt))
 	}
 	s.workers = append(s.workers, worker{"chain-identity", s.Identity.Run})
 
@@ -415,21 +424,17 @@ func (s *Service) buildAPI(creds *invoice.Credentials, eth *ethclient.Client) er
 	if s.Invoices, err = invoice.New(cfg.Store, creds, deriver, s.ChainID, ic); err != nil {
 		return err
 	}
-	s.handler = httpapi.NewMux()
-	s.Invoices.Routes(s.handler)
 	cc := cfg.Checkout
 	cc.Logger = cmp.Or(cc.Logger, s.log.With("component", "checkout"))
-	page, err := checkout.New(cc)
-	if err != nil {
+	if s.page, err = checkout.New(cc); err != nil {
 		return err
 	}
-	page.Routes(s.handler)
-	deliveries, err := webhook.NewDeliveriesAPI(cfg.Store, s.Invoices.RouteAuthenticator(),
-		webhook.DeliveriesAPIConfig{Logger: s.log.With("component", "webhook")})
-	if err != nil {
+	if s.deliveries, err = webhook.NewDeliveriesAPI(cfg.Store, s.Invoices.RouteAuthenticator(),
+		webhook.DeliveriesAPIConfig{Logger: s.log.With("component", "webhook")}); err != nil {
 		return err
 	}
-	deliveries.Register(s.handler)
+	s.handler = httpapi.NewMux()
+	s.Register(s.handler)
 	s.workers = append(s.workers, worker{"invoice", s.Invoices.Run})
 	return nil
 }
@@ -473,6 +478,18 @@ func (s *Service) Handler() http.Handler {
 		return nil
 	}
 	return s.handler
+}
+
+// Register registers Handler's routes on a host's own mux, beside the
+// host's routes (payd adds its read API and admin routes). Nothing without
+// the API role.
+func (s *Service) Register(mux httpapi.Router) {
+	if s.Invoices == nil {
+		return
+	}
+	s.Invoices.Routes(mux)
+	s.page.Routes(mux)
+	s.deliveries.Register(mux)
 }
 
 // Workers names the parts Run runs, in order.
