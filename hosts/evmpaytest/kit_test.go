@@ -1,0 +1,79 @@
+package evmpaytest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/invoice/pricing"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/webhook"
+)
+
+// A worker the test runs itself that dies makes the next wait fail at
+// once with its error (issue #34: Sync polled on for two minutes while the
+// indexer had stopped with a good error).
+func TestGo_AWorkerThatDies_FailsTheWaitAtOnce(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{TB: t}
+	env := evmpaytest.New(rec, evmpaytest.Config{NoServices: true})
+	died := errors.New("indexer: node is on another chain")
+	env.Go("indexer", func(ctx context.Context) error { return died })
+	start := time.Now()
+	msg := rec.fails(func() {
+		for {
+			env.Sync() // nothing indexes: only the worker's error ends it
+		}
+	})
+	require.Contains(t, msg, "the indexer worker stopped: indexer: node is on another chain")
+	require.Less(t, time.Since(start), time.Minute, "long before the wait's own two-minute timeout")
+	rec.mu.Lock()
+	rec.failures = nil // the cleanup reports it once more: expected
+	rec.mu.Unlock()
+}
+
+// Refunds through the Go API, waited for like invoices; the events they
+// wrote and the webhooks that reached the merchant, asserted.
+func TestKit_RefundWaitEventsAndCapturedWebhooks(t *testing.T) {
+	t.Parallel()
+	env := evmpaytest.New(t, evmpaytest.Config{Confirmations: 2, CaptureWebhooks: true})
+	inv, err := env.Invoices.CreateInvoice(context.Background(), env.Owner, "k1", invoice.InvoiceParams{AmountFormatted: "0.3"})
+	require.NoError(t, err)
+	env.Chain.Pay(inv.PaymentURI)
+	env.WaitInvoice(inv.ID, store.StatusConfirmed)
+	env.RequireEvents(inv.ID, store.EventInvoicePaid, store.EventInvoiceConfirmed)
+	dest := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
+	ref, err := env.Invoices.CreateRefund(context.Background(), env.Owner, inv.ID, "r1",
+		invoice.RefundParams{AmountFormatted: "0.1", Destination: &dest})
+	require.NoError(t, err)
+	got := env.WaitOutbound(ref.ID, store.OutboundConfirmed)
+	require.NotNil(t, got.TxHash)
+	require.Equal(t, "100000000000000000", env.Chain.Balance(nil, dest).String())
+	env.RequireEvents(inv.ID, store.EventRefundCreated, store.EventRefundBroadcast, store.EventRefundConfirmed)
+	p := env.Webhooks.Wait(store.EventRefundConfirmed, evmpaytest.About(ref.ID))
+	require.Equal(t, webhook.EventID(env.Events(inv.ID, "refund.confirmed")[0].ID), p.ID, "the event, signed and verified")
+	env.Webhooks.Wait(store.EventInvoiceConfirmed, evmpaytest.About(inv.ID))
+	require.Zero(t, env.Webhooks.Bad())
+}
+
+// Fiat pricing in the kit: the Env's invoices may be priced in a
+// currency with the Pricer given.
+func TestKit_Pricer(t *testing.T) {
+	t.Parallel()
+	rates := map[pricing.Pair]store.Decimal{{Base: "ETH", Quote: "USD"}: store.MustParseDecimal("2500")}
+	p, err := pricing.New([]pricing.Source{pricing.NewFixed("a", rates, nil), pricing.NewFixed("b", rates, nil)},
+		pricing.Config{Assets: []string{"ETH"}, Currencies: []string{"USD"}})
+	require.NoError(t, err)
+	env := evmpaytest.New(t, evmpaytest.Config{Confirmations: 2, Pricer: p})
+	inv, err := env.Invoices.CreateInvoice(context.Background(), env.Owner, "fiat", invoice.InvoiceParams{Price: &invoice.Price{Amount: "50.00", Currency: "USD"}})
+	require.NoError(t, err)
+	require.Equal(t, "20000000000000000", inv.Amount.String(), "50 USD at 2,500")
+	env.Chain.Pay(inv.PaymentURI)
+	env.WaitInvoice(inv.ID, store.StatusSettled)
+}
