@@ -20,9 +20,9 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/evmpay/evmpay/hdwallet"
-	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
+	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/pricing"
