@@ -23,6 +23,19 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
 		exit 1
 	fi
 fi
+# zbarimg: the QR tests scan every served QR code with ZBar as well as
+# decoding its module grid (hosts/evmpaytest/qrscan).
+if ! command -v zbarimg >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing ZBar for the QR code tests (apt-get install zbar-tools)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zbar-tools >/dev/null
+	else
+		echo "error: zbarimg not found; the QR code tests scan with it." >&2
+		echo "       Install it (Debian: sudo apt-get install zbar-tools) and run again." >&2
+		exit 1
+	fi
+fi
 # curl: a test runs the dev banner's curl commands as a newcomer pastes them.
 if ! command -v curl >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
