@@ -26,6 +26,11 @@
 // A block without transactions changes no balance or nonce the pool checks,
 // so there is nothing to wait for. Nothing sleeps for a fixed time.
 //
+// One more source of flakes is removed: the miner's time budget for
+// filling a block (2 s), which a loaded machine under the race detector
+// can exceed, sealing a block without some of the pool's transactions.
+// Commit seals every pending transaction.
+//
 // Use Backend wherever a test would use simulated.Backend (New in a test,
 // NewBackend in an example): it embeds it, so Client and Rollback are
 // go-ethereum's. The package imports nothing of evmpay, so that every
@@ -115,8 +120,15 @@ func newBackend(alloc types.GenesisAlloc, options ...func(*node.Config, *ethconf
 		return nil, err
 	}
 	b := &Backend{dir: dir}
-	opts := append([]func(*node.Config, *ethconfig.Config){func(nc *node.Config, _ *ethconfig.Config) {
+	opts := append([]func(*node.Config, *ethconfig.Config){func(nc *node.Config, ec *ethconfig.Config) {
 		nc.IPCPath = filepath.Join(dir, "node.ipc")
+		// The miner fills a block from the pool within a time budget
+		// (Recommit, 2 s) and seals what it has when the budget runs out:
+		// on a loaded machine, under the race detector, a Commit then
+		// left some of the pool's transactions for the next block (and a
+		// Fork after it failed with "pending block dirty"). A block holds
+		// everything pending, however long that takes.
+		ec.Miner.Recommit = time.Hour
 	}}, options...)
 	opts = append(opts, func(nc *node.Config, _ *ethconfig.Config) { b.ipc = nc.IPCPath })
 	b.Backend = simulated.NewBackend(alloc, opts...)
