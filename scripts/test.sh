@@ -92,8 +92,16 @@ go vet ./...
 # ethers.js (and any other JavaScript client the tests drive) from npm.
 scripts/npm-tools.sh >/dev/null
 
-log "go test -race -count=1 -timeout 20m ${*:-./...}"
-go test -race -count=1 -timeout 20m "${@:-./...}"
+# Three test binaries at once (-p 3, one more than the cores): hosts/payd,
+# listed first so that it starts first, runs its end-to-end tests for most
+# of the run, and they mostly wait for blocks and processes; the other two
+# slots keep both cores busy with the rest.
+pkgs=("$@")
+if [ ${#pkgs[@]} -eq 0 ]; then
+	pkgs=(./hosts/payd ./...)
+fi
+log "go test -race -count=1 -timeout 20m -p 3 ${pkgs[*]}"
+go test -race -count=1 -timeout 20m -p 3 "${pkgs[@]}"
 
 if [ $# -eq 0 ]; then
 	# The QR property test (1,000 random payment URIs, two decoders) is

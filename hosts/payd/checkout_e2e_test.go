@@ -142,6 +142,7 @@ func newShop(t *testing.T) *httptest.Server {
 // every state: each is asserted, screenshotted at 360 and 1280 px into
 // test-output/checkout/ and checked by axe-core.
 func TestCheckout_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)

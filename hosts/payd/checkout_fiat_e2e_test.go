@@ -55,6 +55,7 @@ func (tb *tab) fiat() fiatView {
 // each asset; paid partly in USDC and partly in ETH it ends confirmed, and
 // the merchant receives both.
 func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)

@@ -22,6 +22,7 @@ import (
 // QR code, payment through the page's own wallet button, and the remainder
 // of an underpaid token invoice.
 func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)
