@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +16,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
-	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/indexer"
@@ -80,13 +77,11 @@ var defaultBalance = new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)
 // test on error: call them from the test's goroutine.
 type Chain struct {
 	tb       testing.TB
-	backend  *simulated.Backend
+	backend  *simchain.Backend
 	client   simulated.Client
 	accounts []Account
-	ipc      string
 
 	mu     sync.Mutex // serializes sends and seals
-	rpc    *rpc.Client
 	source *indexer.ClientSource
 }
 
@@ -123,24 +118,11 @@ func NewChain(tb testing.TB, cfg ChainConfig) *Chain {
 	for _, a := range cfg.Fund {
 		alloc[a] = types.Account{Balance: new(big.Int).Set(balance)}
 	}
-	// The node also serves its JSON-RPC on a Unix socket in a directory of
-	// its own (short: a socket path has ~100 bytes), for RPC.
-	dir, err := os.MkdirTemp("", "evmpaytest-")
-	if err != nil {
-		tb.Fatalf("evmpaytest: %v", err)
-	}
-	c.ipc = filepath.Join(dir, "node.ipc")
-	c.backend = simulated.NewBackend(alloc, func(nc *node.Config, _ *ethconfig.Config) { nc.IPCPath = c.ipc })
+	// simchain: blocks sealed by the kit return once the node's
+	// transaction pool has moved to them, and the node serves its JSON-RPC
+	// on a Unix socket, for RPC.
+	c.backend = simchain.New(tb, alloc)
 	c.client = c.backend.Client()
-	tb.Cleanup(func() {
-		c.mu.Lock()
-		if c.rpc != nil {
-			c.rpc.Close()
-		}
-		c.mu.Unlock()
-		_ = c.backend.Close()
-		_ = os.RemoveAll(dir)
-	})
 	return c
 }
 
@@ -165,21 +147,20 @@ func (c *Chain) Source() *indexer.ClientSource {
 // is closed when the test ends.
 func (c *Chain) RPC() *rpc.Client {
 	c.tb.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.rpc == nil {
-		r, err := rpc.DialIPC(context.Background(), c.ipc)
-		if err != nil {
-			c.tb.Fatalf("evmpaytest: dial the simulated node: %v", err)
-		}
-		c.rpc = r
+	r, err := c.backend.RPC()
+	if err != nil {
+		c.tb.Fatalf("evmpaytest: %v", err)
 	}
-	return c.rpc
+	return r
 }
 
 // Backend is the simulated backend itself, for what the kit does not wrap
-// (Fork to make a reorg, AdjustTime).
-func (c *Chain) Backend() *simulated.Backend { return c.backend }
+// (Fork to make a reorg, AdjustTime). It is go-ethereum's
+// simulated.Backend (embedded) whose Commit, Fork and AdjustTime return
+// once the node's transaction pool has moved to the new head
+// (hosts/evmpaytest/simchain): a transaction sent right after them is
+// checked against the new head's balances and nonces.
+func (c *Chain) Backend() *simchain.Backend { return c.backend }
 
 // Accounts are the funded accounts, in TestMnemonic's order.
 func (c *Chain) Accounts() []Account { return c.accounts }

@@ -121,9 +121,9 @@ type evmdRig struct {
 
 // use makes the rig report to t (a subtest) until the returned func runs.
 func (r *evmdRig) use(t *testing.T) func() {
-	parent := r.t
-	r.t = t
-	return func() { r.t = parent }
+	parent, api := r.t, r.api
+	r.t, r.api = t, r.api.in(t)
+	return func() { r.t, r.api = parent, api }
 }
 
 func (r *evmdRig) opts() *bind.TransactOpts {

@@ -79,6 +79,15 @@ func refundsDevChain(t *testing.T, extra ...common.Address) refundChain {
 	return refundChain{rpc: "http://" + addr, chainID: 1337, funded: key}
 }
 
+// use makes the rig (and its API clients) report to t, a subtest, until
+// the returned func runs: a failure stops the subtest that saw it, never
+// the test that built the rig.
+func (r *refundRig) use(t *testing.T) func() {
+	parent, api, op := r.t, r.api, r.op
+	r.t, r.api, r.op = t, r.api.in(t), r.op.in(t)
+	return func() { r.t, r.api, r.op = parent, api, op }
+}
+
 func (r *refundRig) opts(key *ecdsa.PrivateKey) *bind.TransactOpts {
 	o := bind.NewKeyedTransactor(key, new(big.Int).SetUint64(r.chain.chainID))
 	o.Context = r.ctx
@@ -335,6 +344,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	var expect []sent // every destination and what it must hold at the end: paid once
 
 	t.Run("RefundOfAnOverpayment", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("1000000000000000000", "1250000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		dest := newAddr(t)
@@ -347,6 +357,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("RefundOfAWholeSettledInvoice_ServicePaid", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("500000000000000000", "500000000000000000")
 		r.untilInvoice(id(inv), "SETTLED")
 		dest := newAddr(t)
@@ -359,6 +370,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("RefundOfAWholeSettledInvoice_MerchantPaid", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("300000000000000000", "300000000000000000")
 		r.untilInvoice(id(inv), "SETTLED")
 		dest := newAddr(t)
@@ -445,6 +457,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	}
 
 	t.Run("RefundOfAWrongAssetToken", func(t *testing.T) {
+		defer r.use(t)()
 		code, inv := r.api.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1000000000000000000"},
 			map[string]string{"Idempotency-Key": "wrong-asset"})
 		require.Equal(t, http.StatusCreated, code)
@@ -459,6 +472,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("ClaimLinkRefundInARealBrowser", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("200000000000000000", "200000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		ref := r.refund(r.api, id(inv), map[string]any{"amount": "50000000000000000"})
@@ -471,6 +485,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("BatchPayout_EachItemOnce", func(t *testing.T) {
+		defer r.use(t)()
 		a, b, c := newAddr(t), newAddr(t), newAddr(t)
 		batch := map[string]any{"items": []map[string]any{
 			{"idempotency_key": "b1", "amount": "10000000000000000", "destination": a.Hex(), "reference": "supplier A"},
@@ -499,6 +514,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("PayoutAboveTheThreshold_ApprovedByASecondKey", func(t *testing.T) {
+		defer r.use(t)()
 		mk := func(scopes ...string) apiClient {
 			code, k := r.api.do("POST", "/v1/merchant/api-keys", map[string]any{"name": strings.Join(scopes, "+"), "scopes": scopes}, nil)
 			require.Equal(t, http.StatusCreated, code, "%v", k)
@@ -532,6 +548,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("ConcurrentDoubleRefund_ExactlyOneSucceeds", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("400000000000000000", "400000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		one := newAddr(t)
@@ -568,6 +585,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("KilledWorkerMidFlight_NothingSentTwice", func(t *testing.T) {
+		defer r.use(t)()
 		st, err := postgres.Open(ctx, r.dbURL, postgres.Config{MaxOpenConns: 2})
 		require.NoError(t, err)
 		defer st.Close()
