@@ -76,10 +76,13 @@ var defaultBalance = new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)
 // (Mine, and Pay, which mines the payment's block). Its methods fail the
 // test on error: call them from the test's goroutine.
 type Chain struct {
-	tb       testing.TB
+	tb       reporter
 	backend  *simchain.Backend
 	client   simulated.Client
 	accounts []Account
+
+	// closers are StartChain's clean-ups, run by Close.
+	closers *panicker
 
 	mu     sync.Mutex // serializes sends and seals
 	source *indexer.ClientSource
@@ -88,6 +91,69 @@ type Chain struct {
 // NewChain starts a simulated chain that is closed when the test ends.
 func NewChain(tb testing.TB, cfg ChainConfig) *Chain {
 	tb.Helper()
+	return newChain(tb, cfg)
+}
+
+// reporter is the part of testing.TB the Chain uses; StartChain's
+// (outside a test) panics instead of failing a test.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// StartChain starts a simulated chain outside a test — a demo program, an
+// example — with the funded accounts and helpers of NewChain. Its methods
+// panic where NewChain's would fail the test. Close stops it.
+func StartChain(cfg ChainConfig) (c *Chain, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	p := &panicker{}
+	c = newChain(p, cfg)
+	c.closers = p
+	return c, nil
+}
+
+// Close stops a chain started with StartChain (NewChain's stops when its
+// test ends).
+func (c *Chain) Close() error {
+	if c.closers != nil {
+		c.closers.run()
+	}
+	return nil
+}
+
+// panicker is a reporter outside tests: failures panic, clean-ups run at
+// Close.
+type panicker struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (p *panicker) Helper()                           {}
+func (p *panicker) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (p *panicker) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (p *panicker) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fns = append(p.fns, f)
+}
+
+func (p *panicker) run() {
+	p.mu.Lock()
+	fns := p.fns
+	p.fns = nil
+	p.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
+func newChain(tb reporter, cfg ChainConfig) *Chain {
 	n := cfg.Accounts
 	if n == 0 {
 		n = 3

@@ -77,3 +77,43 @@ func TestKit_Pricer(t *testing.T) {
 	env.Chain.Pay(inv.PaymentURI)
 	env.WaitInvoice(inv.ID, store.StatusSettled)
 }
+
+// Reorg takes a payment back: the invoice returns to PENDING with its
+// invoice.reverted event; a payment kept comes back in the new blocks.
+func TestChain_Reorg_DropsAPaymentKeepsAnother(t *testing.T) {
+	t.Parallel()
+	env := evmpaytest.New(t, evmpaytest.Config{Confirmations: 6})
+	ctx := context.Background()
+	dropped, err := env.Invoices.CreateInvoice(ctx, env.Owner, "a", invoice.InvoiceParams{AmountFormatted: "0.2"})
+	require.NoError(t, err)
+	kept, err := env.Invoices.CreateInvoice(ctx, env.Owner, "b", invoice.InvoiceParams{AmountFormatted: "0.1"})
+	require.NoError(t, err)
+	env.Chain.Mine(3) // a reorg reaching block 1 is another chain (ErrChainChanged), not a reorg
+	before := env.Chain.Head()
+	gone := env.Chain.Pay(dropped.PaymentURI)
+	stays := env.Chain.PayFrom(env.Chain.Accounts()[1], kept.PaymentURI)
+	env.WaitInvoice(dropped.ID, store.StatusPaid)
+	env.WaitInvoice(kept.ID, store.StatusPaid)
+
+	head := env.Chain.Reorg(int(env.Chain.Head()-before), gone.TxHash)
+	require.Greater(t, head, before)
+	pending := env.WaitInvoice(dropped.ID, store.StatusPending)
+	require.True(t, pending.PaidWei.IsZero(), "its payment is gone")
+	env.RequireEvents(dropped.ID, store.EventInvoicePaid, store.EventInvoiceReverted)
+	env.WaitInvoice(kept.ID, store.StatusConfirmed)
+	_, err = env.Chain.Client().TransactionReceipt(ctx, stays.TxHash)
+	require.NoError(t, err, "the payment not dropped was mined again")
+}
+
+// The chain runs outside a test too: a demo program starts it, pays on
+// it and closes it.
+func TestStartChain_OutsideATest(t *testing.T) {
+	c, err := evmpaytest.StartChain(evmpaytest.ChainConfig{Accounts: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	to := common.HexToAddress("0x00000000000000000000000000000000000000d0")
+	r := c.Pay("ethereum:" + to.Hex() + "@1337?value=7")
+	require.Equal(t, uint64(1), r.Status)
+	require.Equal(t, "7", c.Balance(nil, to).String())
+	require.Panics(t, func() { c.Pay("ethereum:" + to.Hex() + "@1?value=7") }, "another chain's request: a failure panics outside a test")
+}
