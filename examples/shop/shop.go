@@ -200,11 +200,11 @@ func (s *Shop) handle(p webhook.Payload) error {
 		return nil // refunds, payouts: the shop reads them from the Go API when it needs to
 	}
 	var inv struct {
-		ID        int64         `json:"id"`
-		Status    string        `json:"status"`
-		Amount    store.Amount  `json:"amount"`
-		Paid      store.Amount  `json:"paid"`
-		Asset     store.Asset   `json:"asset"`
+		ID     int64        `json:"id"`
+		Status string       `json:"status"`
+		Amount store.Amount `json:"amount"`
+		Paid   store.Amount `json:"paid"`
+		Asset  store.Asset  `json:"asset"`
 	}
 	if err := json.Unmarshal(p.Data, &inv); err != nil {
 		return fmt.Errorf("%s: %w", p.Type, err)

@@ -92,7 +92,9 @@ func (c *Chain) account(addr common.Address) (Account, bool) {
 // itself priced above orig: the pool takes it in orig's place. Called with
 // c.mu held.
 func (c *Chain) replaceTx(ctx context.Context, from Account, orig *types.Transaction) error {
-	bump := func(x *big.Int) *big.Int { return new(big.Int).Add(new(big.Int).Mul(x, big.NewInt(2)), big.NewInt(1_000_000_000)) }
+	bump := func(x *big.Int) *big.Int {
+		return new(big.Int).Add(new(big.Int).Mul(x, big.NewInt(2)), big.NewInt(1_000_000_000))
+	}
 	tx, err := types.SignNewTx(from.Key, types.LatestSignerForChainID(big.NewInt(ChainID)), &types.DynamicFeeTx{
 		ChainID: big.NewInt(ChainID), Nonce: orig.Nonce(), GasTipCap: bump(orig.GasTipCap()), GasFeeCap: bump(orig.GasFeeCap()),
 		Gas: 21000, To: &from.Address,

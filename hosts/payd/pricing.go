@@ -312,4 +312,3 @@ func routesError(err error, c pricingConfig) error {
 	b.WriteString("\nor leave the currency out of PRICING_CURRENCIES (default USD,EUR), or the asset out of PRICING_ASSETS")
 	return errors.New(b.String())
 }
-
