@@ -1,0 +1,409 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// RoundTrip implements http.RoundTripper for JSON-RPC 2.0 over HTTP POST
+// (the request's URL is ignored: the pool picks the node). Reads (every
+// call but eth_sendRawTransaction, batches included) go to one usable
+// node and, when it fails (no answer, a timeout, HTTP 5xx or 429, an
+// answer that is not JSON-RPC), to the next. A request carrying
+// eth_sendRawTransaction is sent to every usable node at once (docs/chains.md,
+// "Node failover", has the rule that merges their answers). The answer
+// is buffered: its body is in memory when RoundTrip returns.
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx := req.Context()
+	r := parseRequest(body)
+	sends := r.sends()
+	switch {
+	case sends == 0:
+		status, out, _, err := p.read(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		return response(req, status, out), nil
+	case sends == len(r.calls):
+		out, err := p.sendAll(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		return response(req, http.StatusOK, out), nil
+	default:
+		out, err := p.mixed(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		return response(req, http.StatusOK, out), nil
+	}
+}
+
+// read sends a read to one node, and to the next when it fails. An
+// eth_blockNumber answer below the served head is not passed on: the node
+// went back, and another is asked.
+func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, error) {
+	tried := make([]bool, len(p.nodes))
+	for {
+		n, err := p.acquire(ctx, tried, true)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		status, body, err := p.exchange(ctx, n, r.body)
+		if ctx.Err() != nil {
+			return 0, nil, nil, ctx.Err()
+		}
+		if errors.Is(err, errTooLarge) {
+			return 0, nil, nil, err
+		}
+		var as []answer
+		if err == nil {
+			var ok bool
+			if as, ok = parseAnswers(r, body); nodeFault(status) || !ok {
+				err = badAnswer(status, body)
+			}
+		}
+		if err != nil {
+			p.m.requests.WithLabelValues(n.name, "failed").Inc()
+			p.m.failovers.Inc()
+			p.fail(n, err)
+			tried[n.idx] = true
+			continue
+		}
+		if head, ok := headIn(r, as); ok && !p.observeHead(n, head, time.Now()) {
+			p.m.requests.WithLabelValues(n.name, "behind").Inc()
+			p.m.failovers.Inc()
+			tried[n.idx] = true
+			continue
+		}
+		p.m.requests.WithLabelValues(n.name, "ok").Inc()
+		return status, body, as, nil
+	}
+}
+
+// headIn returns the highest head answered to the request's
+// eth_blockNumber calls.
+func headIn(r *request, as []answer) (uint64, bool) {
+	var head uint64
+	found := false
+	for i := range r.calls {
+		c := &r.calls[i]
+		if c.Method != "eth_blockNumber" || c.notification() {
+			continue
+		}
+		a := answerFor(as, r.batch, c.ID)
+		if a == nil || a.Error != nil {
+			continue
+		}
+		if h, ok := quantity(a.Result); ok {
+			head, found = max(head, h), true
+		}
+	}
+	return head, found
+}
+
+// sendAll answers a request whose calls are all eth_sendRawTransaction.
+func (p *Pool) sendAll(ctx context.Context, r *request) ([]byte, error) {
+	calls := make([]*call, len(r.calls))
+	for i := range r.calls {
+		calls[i] = &r.calls[i]
+	}
+	as, err := p.broadcast(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAnswers(r, as)
+}
+
+// mixed answers a batch of reads and eth_sendRawTransaction calls: the
+// reads go to one node as a batch (ids replaced by positions), the
+// transactions to every node, and the answers are put back in the
+// caller's order with the caller's ids.
+func (p *Pool) mixed(ctx context.Context, r *request) ([]byte, error) {
+	var reads, sends []*call
+	var readPos []int
+	for i := range r.calls {
+		c := &r.calls[i]
+		if c.Method == methodSendRaw {
+			sends = append(sends, c)
+		} else {
+			reads = append(reads, c)
+			readPos = append(readPos, i)
+		}
+	}
+	sub, err := renumbered(reads)
+	if err != nil {
+		return nil, err
+	}
+	type readResult struct {
+		as  []answer
+		err error
+	}
+	done := make(chan readResult, 1)
+	go func() {
+		_, _, as, err := p.read(ctx, &sub)
+		done <- readResult{as, err}
+	}()
+	sent, err := p.broadcast(ctx, sends)
+	rr := <-done
+	if err != nil {
+		return nil, err
+	}
+	if rr.err != nil {
+		return nil, rr.err
+	}
+	out := make([]*answer, len(r.calls))
+	for j, i := range readPos {
+		if reads[j].notification() {
+			continue
+		}
+		a := answerFor(rr.as, true, json.RawMessage(strconv.Itoa(j)))
+		if a == nil {
+			return nil, fmt.Errorf("nodes: the node's answer lacks call %d", i)
+		}
+		out[i] = a
+	}
+	k := 0
+	for i := range r.calls {
+		if r.calls[i].Method == methodSendRaw {
+			out[i] = sent[k]
+			k++
+		}
+	}
+	return encodeAnswers(r, out)
+}
+
+// renumbered is a batch of the calls with their ids replaced by their
+// positions (notifications stay notifications).
+func renumbered(calls []*call) (request, error) {
+	raws := make([]json.RawMessage, len(calls))
+	for i, c := range calls {
+		if c.notification() {
+			raws[i] = c.raw
+			continue
+		}
+		var err error
+		if raws[i], err = withID(c, i); err != nil {
+			return request{}, err
+		}
+	}
+	body, err := json.Marshal(raws)
+	if err != nil {
+		return request{}, err
+	}
+	return parseRequest(body), nil
+}
+
+// encodeAnswers writes the answers (one per call; nil for notifications)
+// with the caller's ids.
+func encodeAnswers(r *request, as []*answer) ([]byte, error) {
+	out := make([]answer, 0, len(as))
+	for i, a := range as {
+		if a == nil || r.calls[i].notification() {
+			continue
+		}
+		out = append(out, answer{JSONRPC: "2.0", ID: r.calls[i].ID, Result: a.Result, Error: a.Error})
+	}
+	if !r.batch {
+		if len(out) == 0 {
+			return nil, nil
+		}
+		return json.Marshal(out[0])
+	}
+	return json.Marshal(out)
+}
+
+// ---- broadcast ----
+
+// broadcast sends the eth_sendRawTransaction calls to every usable node at
+// once and merges their answers per call:
+//
+//  1. a node accepted it (a result): that result;
+//  2. else a node already has it ("already known", "known transaction",
+//     "already in mempool", "tx already exists in cache"): success, with
+//     the transaction's hash as the result;
+//  3. else a node answered "nonce too low" (or a Cosmos SDK sequence
+//     error) and some usable node knows the transaction by its hash
+//     (eth_getTransactionByHash: pending or mined): success with the hash —
+//     it is this transaction that used the nonce;
+//  4. else the refusal of the first node that refused it, the current
+//     read node first: the caller decides on a node's own words;
+//  5. else (no node answered) the whole request fails with an error, as
+//     a transport failure does: nothing says the transaction was refused.
+func (p *Pool) broadcast(ctx context.Context, calls []*call) ([]*answer, error) {
+	sub, err := renumbered(calls)
+	if err != nil {
+		return nil, err
+	}
+	body := sub.body
+	if len(calls) == 1 {
+		// One call is sent as one call (some nodes refuse batches).
+		sub.batch = false
+		body = sub.calls[0].raw
+		sub.body = body
+	}
+	targets, err := p.usable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.m.fanout.Observe(float64(len(targets)))
+	type result struct {
+		as  []answer
+		err error
+	}
+	res := make([]result, len(targets))
+	var wg sync.WaitGroup
+	for i, n := range targets {
+		wg.Go(func() {
+			status, out, err := p.exchange(ctx, n, body)
+			if err == nil {
+				var ok bool
+				if res[i].as, ok = parseAnswers(&sub, out); nodeFault(status) || !ok {
+					err = badAnswer(status, out)
+				}
+			}
+			if err != nil && ctx.Err() == nil && !errors.Is(err, errTooLarge) {
+				p.fail(n, err)
+			}
+			res[i].err = err
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]*answer, len(calls))
+	var failed []string
+	for i, c := range calls {
+		if c.notification() {
+			continue
+		}
+		id := json.RawMessage(strconv.Itoa(i))
+		var accepted, known, refused *answer
+		nonceLow := false
+		for j, n := range targets {
+			var a *answer
+			if res[j].err == nil {
+				a = answerFor(res[j].as, sub.batch, id)
+			}
+			switch {
+			case a == nil:
+				p.m.broadcasts.WithLabelValues(n.name, "failed").Inc()
+				if res[j].err != nil {
+					failed = append(failed, n.name+": "+n.scrub(res[j].err.Error()))
+				}
+			case a.Error == nil:
+				p.m.broadcasts.WithLabelValues(n.name, "accepted").Inc()
+				accepted = cmpOr(accepted, a)
+			case alreadyKnown(a.Error.Message):
+				p.m.broadcasts.WithLabelValues(n.name, "known").Inc()
+				known = cmpOr(known, a)
+			default:
+				p.m.broadcasts.WithLabelValues(n.name, "refused").Inc()
+				nonceLow = nonceLow || nonceTooLow(a.Error.Message)
+				refused = cmpOr(refused, a)
+			}
+		}
+		hash, hashOK := txHash(c)
+		switch {
+		case accepted != nil:
+			out[i] = accepted
+		case known != nil && hashOK:
+			out[i] = hashAnswer(hash)
+		case nonceLow && hashOK && p.knows(ctx, hash):
+			out[i] = hashAnswer(hash)
+		case known != nil:
+			out[i] = known
+		case refused != nil:
+			out[i] = refused
+		default:
+			return nil, &unavailableError{msg: "nodes: no node answered eth_sendRawTransaction (" + strings.Join(failed, "; ") + ")"}
+		}
+	}
+	if len(failed) > 0 {
+		p.log.Warn("nodes: a transaction did not reach every node", slog.Int("nodes", len(targets)),
+			slog.String("failed", strings.Join(failed, "; ")))
+	}
+	return out, nil
+}
+
+func cmpOr(a, b *answer) *answer {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func hashAnswer(h common.Hash) *answer {
+	b, _ := json.Marshal(h)
+	return &answer{Result: b}
+}
+
+// alreadyKnown: the node has the transaction (go-ethereum, Erigon,
+// Nethermind, Cosmos EVM wordings).
+func alreadyKnown(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"already known", "known transaction", "already in mempool", "tx already exists in cache", "alreadyknown", "already imported"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// nonceTooLow: the sender's nonce is used — by this transaction or another.
+func nonceTooLow(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"nonce too low", "invalid nonce", "invalid sequence", "account sequence mismatch", "oldnonce"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// knows reports whether a usable node has the transaction (pending or
+// mined).
+func (p *Pool) knows(ctx context.Context, hash common.Hash) bool {
+	p.mu.Lock()
+	var targets []*node
+	for _, n := range p.nodes {
+		if n.up {
+			targets = append(targets, n)
+		}
+	}
+	p.mu.Unlock()
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByHash","params":["%s"]}`, hash.Hex())
+	req := parseRequest(body)
+	found := make(chan bool, len(targets))
+	for _, n := range targets {
+		go func() {
+			status, out, err := p.exchange(ctx, n, body)
+			if err != nil || nodeFault(status) {
+				found <- false
+				return
+			}
+			as, ok := parseAnswers(&req, out)
+			found <- ok && as[0].Error == nil && string(as[0].Result) != "null"
+		}()
+	}
+	known := false
+	for range targets {
+		known = <-found || known
+	}
+	return known
+}
