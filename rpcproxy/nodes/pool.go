@@ -440,7 +440,7 @@ func (p *Pool) apply(results []checkResult) {
 		case n.problem == ProblemWrongChain && wasProblem != ProblemWrongChain:
 			p.log.Error("nodes: node serves another chain: excluded; point its URL at a node of this chain",
 				slog.String("node", n.name), slog.Uint64("chain_id", n.chainID), slog.Uint64("want_chain_id", p.chainID))
-		case !n.up && (wasUp || wasProblem == ProblemUnchecked || n.problem != wasProblem):
+		case !n.up && (wasUp || wasProblem == ProblemUnchecked || n.problem != wasProblem && wasProblem != ProblemFailed):
 			p.log.Warn("nodes: node not usable: excluded", slog.String("node", n.name),
 				slog.String("problem", n.problem), slog.String("error", n.err))
 		case n.up && !wasUp && wasProblem != ProblemUnchecked:
