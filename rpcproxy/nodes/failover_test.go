@@ -25,7 +25,7 @@ type header struct {
 // A follower reads the chain as the indexer does (eth_blockNumber, then a
 // batch of eth_getBlockByNumber) through the pool while the chain grows
 // and nodes die: the node it reads from is killed, then the second one,
-// leaving only a node two blocks behind; the first comes back and the
+// leaving only a node three blocks behind; the first comes back and the
 // lagging one is killed. It sees every block from 0 to 100 exactly once,
 // linked by parent hashes and equal to the chain's, never a head lower
 // than one it saw, never a block missing at or below a head it saw; the
@@ -34,13 +34,13 @@ func TestPool_NodesKilledMidRun_FollowerSeesEveryBlockOnce(t *testing.T) {
 	t.Parallel()
 	c := newChain(t, 1337)
 	a, b, lagging := newFront(t, c.url), newFront(t, c.url), newFront(t, c.url)
-	lagging.lag.Store(2) // within MaxLag (3), but below what was served
+	lagging.lag.Store(3) // within MaxLag (3), but below what was served
 	p := newPool(t, []string{a.URL(), b.URL(), lagging.URL()}, testConfig(t))
 	client, err := p.Client(context.Background())
 	require.NoError(t, err)
 	defer client.Close()
 
-	// The chain grows on its own, a block every 10 ms, until the test ends.
+	// The chain grows on its own, a block every 30 ms, until the test ends.
 	stop := make(chan struct{})
 	mined := make(chan struct{})
 	go func() {
@@ -49,7 +49,7 @@ func TestPool_NodesKilledMidRun_FollowerSeesEveryBlockOnce(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(30 * time.Millisecond):
 				c.b.Commit()
 			}
 		}
