@@ -127,6 +127,8 @@ type front struct {
 	mu    sync.Mutex
 	srv   *http.Server
 	calls map[string]int // method → calls seen ("batch:" prefix inside batches of more than one)
+	// onCall, when set, is told of every call the front gets.
+	onCall func(method string)
 	done  chan struct{}
 }
 
@@ -230,7 +232,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.calls[c.Method]++
 	}
+	onCall := f.onCall
 	f.mu.Unlock()
+	for _, c := range calls {
+		if onCall != nil {
+			onCall(c.Method)
+		}
+	}
 	switch f.mode.Load().(string) {
 	case "garbage":
 		w.Header().Set("Content-Type", "application/json")
@@ -425,4 +433,39 @@ func (l *logBuffer) String() string {
 
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// metric sums the values of the pool's series of name whose labels
+// include the given ones.
+func metric(t *testing.T, p *nodes.Pool, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := p.Gatherer().Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || l.GetName() == k && l.GetValue() == v
+				}
+				if !found {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
 }
