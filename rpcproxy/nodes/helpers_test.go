@@ -129,7 +129,7 @@ type front struct {
 	calls map[string]int // method → calls seen ("batch:" prefix inside batches of more than one)
 	// onCall, when set, is told of every call the front gets.
 	onCall func(method string)
-	done  chan struct{}
+	done   chan struct{}
 }
 
 func newFront(t *testing.T, nodeURL string) *front {
