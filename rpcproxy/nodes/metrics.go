@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "evmpay_nodes_requests_total",
-			Help: "Requests sent to each node, by outcome: ok, failed (transport, 5xx, timeout, invalid answer), behind (an eth_blockNumber answer below the served head).",
+			Help: "Requests sent to each node, by outcome: ok, failed (transport, 5xx, timeout, invalid answer), head_refused (an eth_blockNumber answer below the served head, or for a block the node does not serve).",
 		}, []string{"node", "outcome"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "evmpay_nodes_failovers_total",

@@ -74,6 +74,7 @@ type node struct {
 	err       string
 	head      uint64
 	headAt    time.Time // when head was observed
+	verified  uint64    // the highest head the node was seen to serve the block of
 	chainID   uint64
 	checkedAt time.Time
 	guardedAt time.Time
@@ -358,21 +359,8 @@ func (p *Pool) checkNode(ctx context.Context, n *node) checkResult {
 	if !got[0] || !got[1] {
 		return down(ProblemDown, errors.New("answer lacks eth_chainId or eth_blockNumber"))
 	}
-	blockReq := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["%s",false]}`, hexutil.Uint64(r.head))
-	req = parseRequest(blockReq)
-	status, body, err = p.exchange(ctx, n, blockReq)
-	if err != nil {
-		return down(ProblemDown, err)
-	}
-	as, ok = parseAnswers(&req, body)
-	if nodeFault(status) || !ok {
-		return down(ProblemDown, badAnswer(status, body))
-	}
-	var blk *struct {
-		Number hexutil.Uint64 `json:"number"`
-	}
-	if as[0].Error != nil || json.Unmarshal(as[0].Result, &blk) != nil || blk == nil || uint64(blk.Number) != r.head {
-		return down(ProblemBadHead, fmt.Errorf("reports head %d but does not serve block %d", r.head, r.head))
+	if problem, err := p.servesHead(ctx, n, r.head); err != nil {
+		return down(problem, err)
 	}
 	if p.cfg.Guard == nil {
 		return r
@@ -389,6 +377,27 @@ func (p *Pool) checkNode(ctx context.Context, n *node) checkResult {
 	}
 	r.guarded = true
 	return r
+}
+
+// servesHead checks that n has the block at the head it reported.
+func (p *Pool) servesHead(ctx context.Context, n *node, head uint64) (string, error) {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["%s",false]}`, hexutil.Uint64(head))
+	req := parseRequest(body)
+	status, out, err := p.exchange(ctx, n, body)
+	if err != nil {
+		return ProblemDown, err
+	}
+	as, ok := parseAnswers(&req, out)
+	if nodeFault(status) || !ok {
+		return ProblemDown, badAnswer(status, out)
+	}
+	var blk *struct {
+		Number hexutil.Uint64 `json:"number"`
+	}
+	if as[0].Error != nil || json.Unmarshal(as[0].Result, &blk) != nil || blk == nil || uint64(blk.Number) != head {
+		return ProblemBadHead, fmt.Errorf("reports head %d but does not serve block %d", head, head)
+	}
+	return "", nil
 }
 
 // apply records a round's results.
@@ -429,6 +438,7 @@ func (p *Pool) apply(results []checkResult) {
 				break
 			}
 			n.up, n.problem, n.err = true, "", ""
+			n.verified = max(n.verified, r.head)
 			if r.guarded {
 				n.guardedAt = now
 			}
@@ -623,15 +633,17 @@ func (e *unavailableError) Temporary() bool { return true }
 
 // fail marks n not usable after a request failed on it: the next check
 // that passes brings it back.
-func (p *Pool) fail(n *node, err error) {
+func (p *Pool) fail(n *node, err error) { p.failAs(n, ProblemFailed, err) }
+
+func (p *Pool) failAs(n *node, problem string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	msg := n.scrub(err.Error())
 	if n.up {
 		p.log.Warn("nodes: request failed on node: excluded until its next check passes",
-			slog.String("node", n.name), slog.String("error", msg))
+			slog.String("node", n.name), slog.String("problem", problem), slog.String("error", msg))
 	}
-	n.up, n.problem, n.err = false, ProblemFailed, msg
+	n.up, n.problem, n.err = false, problem, msg
 	if p.current == n {
 		p.current = nil
 	}
@@ -640,10 +652,27 @@ func (p *Pool) fail(n *node, err error) {
 
 // observeHead records a head the node answered to eth_blockNumber. A
 // head below the served one is refused (false): the node went back, and
-// it gets no reads until a check shows it caught up.
-func (p *Pool) observeHead(n *node, head uint64, at time.Time) bool {
+// it gets no reads until a check shows it caught up. A head more than
+// MaxLag above the highest the node was seen to serve is first checked
+// (the block at it is read from the node): a node that answers a head it
+// has no block for is excluded, and the head is refused.
+func (p *Pool) observeHead(ctx context.Context, n *node, head uint64, at time.Time) bool {
+	p.mu.Lock()
+	verify := head > n.verified+p.cfg.MaxLag
+	p.mu.Unlock()
+	if verify {
+		if problem, err := p.servesHead(ctx, n, head); err != nil {
+			if ctx.Err() == nil {
+				p.failAs(n, problem, err)
+			}
+			return false
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if verify {
+		n.verified = max(n.verified, head)
+	}
 	if head < p.served {
 		p.log.Warn("nodes: node answered a head below one already served: not used until it catches up",
 			slog.String("node", n.name), slog.Uint64("head", head), slog.Uint64("served_head", p.served))

@@ -54,8 +54,8 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // read sends a read to one node, and to the next when it fails. An
-// eth_blockNumber answer below the served head is not passed on: the node
-// went back, and another is asked.
+// eth_blockNumber answer below the served head, or above any block the
+// node serves, is not passed on: another node is asked.
 func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, error) {
 	tried := make([]bool, len(p.nodes))
 	for {
@@ -84,8 +84,11 @@ func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, err
 			tried[n.idx] = true
 			continue
 		}
-		if head, ok := headIn(r, as); ok && !p.observeHead(n, head, time.Now()) {
-			p.m.requests.WithLabelValues(n.name, "behind").Inc()
+		if head, ok := headIn(r, as); ok && !p.observeHead(ctx, n, head, time.Now()) {
+			if ctx.Err() != nil {
+				return 0, nil, nil, ctx.Err()
+			}
+			p.m.requests.WithLabelValues(n.name, "head_refused").Inc()
 			p.m.failovers.Inc()
 			tried[n.idx] = true
 			continue
