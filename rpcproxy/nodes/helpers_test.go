@@ -40,7 +40,7 @@ var payer = crypto.PubkeyToAddress(payerKey.PublicKey)
 // chain is go-ethereum's simulated backend serving real JSON-RPC over
 // HTTP on a loopback port: one node.
 type chain struct {
-	t       *testing.T
+	t       testing.TB
 	b       *simulated.Backend
 	url     string
 	chainID *big.Int
@@ -50,7 +50,7 @@ type chain struct {
 // newChain starts a chain with the given EVM chain id (1337 is the
 // simulated backend's own) and the payer funded (plus extra, which makes
 // another genesis).
-func newChain(t *testing.T, chainID int64, extra ...common.Address) *chain {
+func newChain(t testing.TB, chainID int64, extra ...common.Address) *chain {
 	t.Helper()
 	port := freePort(t)
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
@@ -73,7 +73,7 @@ func newChain(t *testing.T, chainID int64, extra ...common.Address) *chain {
 	return &chain{t: t, b: b, url: "http://127.0.0.1:" + strconv.Itoa(port), chainID: big.NewInt(chainID)}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
