@@ -66,7 +66,6 @@ type node struct {
 	target  *url.URL
 	header  http.Header
 	secrets []string
-	guard   *rpc.Client // to this node alone, for Config.Guard
 
 	// Guarded by Pool.mu.
 	up        bool
@@ -120,11 +119,6 @@ func New(urls []string, cfg Config) (*Pool, error) {
 			}
 		}
 		n.secrets = slices.DeleteFunc(n.secrets, func(s string) bool { return len(s) < 6 })
-		n.guard, err = rpc.DialOptions(context.Background(), "http://node.invalid/",
-			rpc.WithHTTPClient(&http.Client{Transport: nodeTransport{p: p, n: n}}))
-		if err != nil {
-			return nil, fmt.Errorf("nodes: %w", err)
-		}
 		p.nodes = append(p.nodes, n)
 	}
 	reg := cfg.Registerer
@@ -372,7 +366,12 @@ func (p *Pool) checkNode(ctx context.Context, n *node) checkResult {
 	if !due || want != 0 && r.chainID != want {
 		return r
 	}
-	if err := p.cfg.Guard(ctx, n.raw, n.guard); err != nil {
+	c, err := rpc.DialOptions(ctx, "http://node.invalid/", rpc.WithHTTPClient(&http.Client{Transport: nodeTransport{p: p, n: n}}))
+	if err != nil {
+		return down(ProblemGuard, err)
+	}
+	defer c.Close()
+	if err := p.cfg.Guard(ctx, n.raw, c); err != nil {
 		return down(ProblemGuard, err)
 	}
 	r.guarded = true
