@@ -181,3 +181,51 @@ func TestPool_CallerCancels_NodeNotBlamed(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 	require.Equal(t, 1, slow.count("eth_getBalance"))
 }
+
+// Answers larger than the part the pool checks whole are streamed through
+// (the pool holds at most that part of any answer): a batch of 300 blocks
+// arrives whole and right; a large answer that does not start as
+// JSON-RPC (an HTML page) is failed over; one over MaxResponseBytes fails
+// the read.
+func TestPool_LargeAnswers_Streamed(t *testing.T) {
+	t.Parallel()
+	c := newChain(t, 1337)
+	for range 300 {
+		c.b.Commit()
+	}
+	bad, good := newFront(t, c.url), newFront(t, c.url)
+	cfg := testConfig(t)
+	p := newPool(t, []string{bad.URL(), good.URL()}, cfg)
+	client, err := p.Client(context.Background())
+	require.NoError(t, err)
+	defer client.Close()
+	blocks := func(client *rpc.Client) error {
+		hs := make([]*header, 300)
+		batch := make([]rpc.BatchElem, len(hs))
+		for i := range batch {
+			batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.Uint64(i), false}, Result: &hs[i]}
+		}
+		if err := client.BatchCallContext(context.Background(), batch); err != nil {
+			return err
+		}
+		for i, e := range batch {
+			require.NoError(t, e.Error)
+			require.Equal(t, c.hash(uint64(i)), hs[i].Hash)
+		}
+		return nil
+	}
+	require.NoError(t, blocks(client))
+	require.Equal(t, 300, bad.count("batch:eth_getBlockByNumber"), "the first node answered")
+
+	bad.mode.Store("html")
+	require.NoError(t, blocks(client))
+	require.Equal(t, 300, good.count("batch:eth_getBlockByNumber"), "the HTML page was failed over")
+	require.False(t, statusOf(t, p, bad.URL()).Up)
+
+	cfg.MaxResponseBytes = 300 << 10
+	small := newPool(t, []string{good.URL()}, cfg)
+	sc, err := small.Client(context.Background())
+	require.NoError(t, err)
+	defer sc.Close()
+	require.Error(t, blocks(sc), "an answer over MaxResponseBytes")
+}

@@ -119,6 +119,7 @@ type front struct {
 	rp   *httputil.ReverseProxy
 
 	// mode: "" (forward), "garbage" (a truncated JSON answer), "500",
+	// "html" (a large HTML page with status 200),
 	// "hang" (never answers), "future" (reports a head far in the future).
 	mode atomic.Value
 	lag  atomic.Int64 // > 0: hides its last lag blocks (head, blocks, "latest")
@@ -246,6 +247,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "500":
 		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	case "html": // a large page, status 200 (a captive portal, a misrouted load balancer)
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body>"+strings.Repeat("<p>maintenance</p>", 20000)+"</body></html>")
 		return
 	case "hang":
 		select {

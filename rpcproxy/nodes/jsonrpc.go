@@ -64,6 +64,16 @@ func parseRequest(body []byte) request {
 	return r
 }
 
+// has reports whether the request calls method.
+func (r *request) has(method string) bool {
+	for i := range r.calls {
+		if r.calls[i].Method == method {
+			return true
+		}
+	}
+	return false
+}
+
 // sends counts the eth_sendRawTransaction calls.
 func (r *request) sends() int {
 	n := 0

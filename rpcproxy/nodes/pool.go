@@ -695,11 +695,32 @@ func (p *Pool) observeHead(ctx context.Context, n *node, head uint64, at time.Ti
 
 var errTooLarge = errors.New("nodes: answer over MaxResponseBytes")
 
-// exchange posts body to n and reads the answer, bounded by
+// exchange posts body to n and reads the whole answer, bounded by
 // RequestTimeout (or ctx).
 func (p *Pool) exchange(ctx context.Context, n *node, body []byte) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	resp, cancel, err := p.open(ctx, n, body)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer cancel()
+	defer resp.Body.Close()
+	if resp.ContentLength > p.cfg.MaxResponseBytes {
+		return 0, nil, errTooLarge
+	}
+	out, err := io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxResponseBytes+1))
+	if int64(len(out)) > p.cfg.MaxResponseBytes {
+		return 0, nil, errTooLarge
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, out, nil
+}
+
+// open posts body to n and returns the node's response; the attempt,
+// bounded by RequestTimeout (or ctx), lasts until cancel is called.
+func (p *Pool) open(ctx context.Context, n *node, body []byte) (*http.Response, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           n.target,
@@ -714,20 +735,10 @@ func (p *Pool) exchange(ctx context.Context, n *node, body []byte) (int, []byte,
 	}).WithContext(ctx)
 	resp, err := p.cfg.Transport.RoundTrip(req)
 	if err != nil {
-		return 0, nil, err
+		cancel()
+		return nil, nil, err
 	}
-	defer resp.Body.Close()
-	if resp.ContentLength > p.cfg.MaxResponseBytes {
-		return 0, nil, errTooLarge
-	}
-	out, err := io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxResponseBytes+1))
-	if int64(len(out)) > p.cfg.MaxResponseBytes {
-		return 0, nil, errTooLarge
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	return resp.StatusCode, out, nil
+	return resp, cancel, nil
 }
 
 // nodeFault reports whether an HTTP status is the node's fault (it is

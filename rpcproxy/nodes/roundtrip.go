@@ -1,10 +1,12 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -33,11 +35,15 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	sends := r.sends()
 	switch {
 	case sends == 0:
-		status, out, _, err := p.read(ctx, &r)
+		res, err := p.read(ctx, &r, false)
 		if err != nil {
 			return nil, err
 		}
-		return response(req, status, out), nil
+		resp := response(req, res.status, res.body)
+		if res.stream != nil {
+			resp.Body, resp.ContentLength = res.stream, res.length
+		}
+		return resp, nil
 	case sends == len(r.calls):
 		out, err := p.sendAll(ctx, &r)
 		if err != nil {
@@ -53,29 +59,41 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// checkedBytes: a read's answer up to this size is read whole and checked
+// before it is passed on, so that a node answering garbage is failed over;
+// a larger one is checked by its first checkedBytes and then streamed, so
+// that the pool holds no more than this of any answer (the RPC proxy's
+// callers must not make it hold memory they did not send).
+const checkedBytes = 256 << 10
+
+// readResult is a node's answer to a read: whole (body) or, when larger
+// than checkedBytes, its first bytes in body and all of it in stream.
+type readResult struct {
+	status int
+	body   []byte
+	as     []answer
+	stream io.ReadCloser
+	length int64
+}
+
 // read sends a read to one node, and to the next when it fails. An
 // eth_blockNumber answer below the served head, or above any block the
-// node serves, is not passed on: another node is asked.
-func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, error) {
+// node serves, is not passed on: another node is asked. With whole, the
+// answer is read whole and its answers returned.
+func (p *Pool) read(ctx context.Context, r *request, whole bool) (readResult, error) {
 	tried := make([]bool, len(p.nodes))
+	whole = whole || r.has("eth_blockNumber")
 	for {
 		n, err := p.acquire(ctx, tried, true)
 		if err != nil {
-			return 0, nil, nil, err
+			return readResult{}, err
 		}
-		status, body, err := p.exchange(ctx, n, r.body)
+		res, err := p.take(ctx, n, r, whole)
 		if ctx.Err() != nil {
-			return 0, nil, nil, ctx.Err()
+			return readResult{}, ctx.Err()
 		}
 		if errors.Is(err, errTooLarge) {
-			return 0, nil, nil, err
-		}
-		var as []answer
-		if err == nil {
-			var ok bool
-			if as, ok = parseAnswers(r, body); nodeFault(status) || !ok {
-				err = badAnswer(status, body)
-			}
+			return readResult{}, err
 		}
 		if err != nil {
 			p.m.requests.WithLabelValues(n.name, "failed").Inc()
@@ -84,9 +102,9 @@ func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, err
 			tried[n.idx] = true
 			continue
 		}
-		if head, ok := headIn(r, as); ok && !p.observeHead(ctx, n, head, time.Now()) {
+		if head, ok := headIn(r, res.as); ok && !p.observeHead(ctx, n, head, time.Now()) {
 			if ctx.Err() != nil {
-				return 0, nil, nil, ctx.Err()
+				return readResult{}, ctx.Err()
 			}
 			p.m.requests.WithLabelValues(n.name, "head_refused").Inc()
 			p.m.failovers.Inc()
@@ -94,8 +112,90 @@ func (p *Pool) read(ctx context.Context, r *request) (int, []byte, []answer, err
 			continue
 		}
 		p.m.requests.WithLabelValues(n.name, "ok").Inc()
-		return status, body, as, nil
+		return res, nil
 	}
+}
+
+// take sends the read to n and checks the answer: a fault of the node
+// (HTTP status, not JSON-RPC) is an error.
+func (p *Pool) take(ctx context.Context, n *node, r *request, whole bool) (readResult, error) {
+	resp, cancel, err := p.open(ctx, n, r.body)
+	if err != nil {
+		return readResult{}, err
+	}
+	done := func() {
+		resp.Body.Close()
+		cancel()
+	}
+	if resp.ContentLength > p.cfg.MaxResponseBytes {
+		done()
+		return readResult{}, errTooLarge
+	}
+	if nodeFault(resp.StatusCode) {
+		done()
+		return readResult{}, badAnswer(resp.StatusCode, nil)
+	}
+	limit := p.cfg.MaxResponseBytes
+	if !whole {
+		limit = min(limit, checkedBytes)
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		done()
+		return readResult{}, err
+	}
+	res := readResult{status: resp.StatusCode, body: buf}
+	if int64(len(buf)) <= limit {
+		done()
+		var ok bool
+		if res.as, ok = parseAnswers(r, buf); !ok {
+			return readResult{}, badAnswer(resp.StatusCode, buf)
+		}
+		return res, nil
+	}
+	if whole {
+		done()
+		return readResult{}, errTooLarge
+	}
+	// A large answer: its start must be that of a JSON-RPC answer.
+	trimmed := bytes.TrimLeft(buf, " \t\r\n")
+	want := byte('{')
+	if r.batch {
+		want = '['
+	}
+	if len(trimmed) == 0 || trimmed[0] != want || !bytes.Contains(buf, []byte(`"jsonrpc"`)) {
+		done()
+		return readResult{}, badAnswer(resp.StatusCode, buf)
+	}
+	res.stream = &streamBody{r: io.MultiReader(bytes.NewReader(buf), resp.Body), left: p.cfg.MaxResponseBytes, done: done}
+	res.length = resp.ContentLength
+	return res, nil
+}
+
+// streamBody passes a large answer on, up to MaxResponseBytes, and ends
+// the attempt when closed.
+type streamBody struct {
+	r    io.Reader
+	left int64
+	done func()
+	once sync.Once
+}
+
+func (s *streamBody) Read(b []byte) (int, error) {
+	if int64(len(b)) > s.left+1 {
+		b = b[:s.left+1]
+	}
+	n, err := s.r.Read(b)
+	s.left -= int64(n)
+	if s.left < 0 {
+		return n - 1, errTooLarge
+	}
+	return n, err
+}
+
+func (s *streamBody) Close() error {
+	s.once.Do(s.done)
+	return nil
 }
 
 // headIn returns the highest head answered to the request's
@@ -152,14 +252,14 @@ func (p *Pool) mixed(ctx context.Context, r *request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	type readResult struct {
+	type answered struct {
 		as  []answer
 		err error
 	}
-	done := make(chan readResult, 1)
+	done := make(chan answered, 1)
 	go func() {
-		_, _, as, err := p.read(ctx, &sub)
-		done <- readResult{as, err}
+		res, err := p.read(ctx, &sub, true)
+		done <- answered{as: res.as, err: err}
 	}()
 	sent, err := p.broadcast(ctx, sends)
 	rr := <-done
