@@ -43,8 +43,13 @@ func instantNode() *httptest.Server {
 	}))
 }
 
+// benchClients returns go-ethereum clients to the node at url: direct,
+// over a Transport like the pool's (no gzip: go-ethereum's own HTTP
+// client asks for it and its server compresses, which costs more than
+// the pool on loopback), and through a pool of that one node.
 func benchClients(b *testing.B, url string) (direct, pooled *rpc.Client) {
-	direct, err := rpc.Dial(url)
+	direct, err := rpc.DialOptions(context.Background(), url,
+		rpc.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}))
 	if err != nil {
 		b.Fatal(err)
 	}
