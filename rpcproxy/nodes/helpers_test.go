@@ -363,8 +363,8 @@ func (f *front) realHead() (uint64, error) {
 func testConfig(t *testing.T) nodes.Config {
 	return nodes.Config{
 		CheckInterval:  50 * time.Millisecond,
-		CheckTimeout:   2 * time.Second,
-		RequestTimeout: 2 * time.Second,
+		CheckTimeout:   10 * time.Second, // generous: the machine is shared and -race is slow
+		RequestTimeout: 30 * time.Second,
 		MaxWait:        20 * time.Second,
 		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}

@@ -579,19 +579,24 @@ func (p *Pool) wait(ctx context.Context, deadline *time.Time, changed <-chan str
 		return ErrNoNode
 	}
 	p.mu.Lock()
-	running := p.round != nil
+	round := p.round
 	next := p.lastRound.Add(p.cfg.CheckInterval / 4)
 	p.mu.Unlock()
-	if !running && !now.Before(next) {
+	if round == nil && !now.Before(next) {
 		p.checkNow(ctx)
 		return ctx.Err()
 	}
-	t := time.NewTimer(min(max(next.Sub(now), time.Millisecond), deadline.Sub(now)))
+	d := deadline.Sub(now) // while a round runs, its end is waited for
+	if round == nil {
+		d = min(next.Sub(now), d)
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-changed:
+	case <-round: // a nil channel when no round runs
 	case <-t.C:
 	}
 	return nil

@@ -83,7 +83,13 @@ type readResult struct {
 func (p *Pool) read(ctx context.Context, r *request, whole bool) (readResult, error) {
 	tried := make([]bool, len(p.nodes))
 	whole = whole || r.has("eth_blockNumber")
-	for {
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt == 2*len(p.nodes) {
+			// Every node failed it twice: the request, not the nodes, is
+			// the likelier fault (a call no node can answer in time).
+			return readResult{}, &unavailableError{msg: fmt.Sprintf("%s: the read failed %d times (last: %v)", ErrNoNode, attempt, last)}
+		}
 		n, err := p.acquire(ctx, tried, true)
 		if err != nil {
 			return readResult{}, err
@@ -100,6 +106,7 @@ func (p *Pool) read(ctx context.Context, r *request, whole bool) (readResult, er
 			p.m.failovers.Inc()
 			p.fail(n, err)
 			tried[n.idx] = true
+			last = errors.New(n.name + ": " + n.scrub(err.Error()))
 			continue
 		}
 		if head, ok := headIn(r, res.as); ok && !p.observeHead(ctx, n, head, time.Now()) {
