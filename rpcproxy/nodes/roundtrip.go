@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,59 +372,102 @@ func (p *Pool) broadcast(ctx context.Context, calls []*call) ([]*answer, error) 
 		return nil, err
 	}
 	p.m.fanout.Observe(float64(len(targets)))
+
+	// Every node gets the transaction even when the caller stops waiting:
+	// once one node accepted every call the answer goes back, and the
+	// other sends finish on their own (each bounded by RequestTimeout).
 	type result struct {
-		as  []answer
-		err error
+		node int
+		as   []*answer // per call; nil when the node gave no answer to it
+		err  error
 	}
-	res := make([]result, len(targets))
-	var wg sync.WaitGroup
+	results := make(chan result, len(targets))
+	sendCtx := context.WithoutCancel(ctx)
 	for i, n := range targets {
-		wg.Go(func() {
-			status, out, err := p.exchange(ctx, n, body)
+		go func() {
+			res := result{node: i, as: make([]*answer, len(calls))}
+			status, out, err := p.exchange(sendCtx, n, body)
+			var as []answer
 			if err == nil {
 				var ok bool
-				if res[i].as, ok = parseAnswers(&sub, out); nodeFault(status) || !ok {
+				if as, ok = parseAnswers(&sub, out); nodeFault(status) || !ok {
 					err = badAnswer(status, out)
 				}
 			}
-			if err != nil && ctx.Err() == nil && !errors.Is(err, errTooLarge) {
+			if err != nil && !errors.Is(err, errTooLarge) {
 				p.fail(n, err)
 			}
-			res[i].err = err
-		})
+			res.err = err
+			for j, c := range calls {
+				if c.notification() {
+					continue
+				}
+				var a *answer
+				if err == nil {
+					a = answerFor(as, sub.batch, json.RawMessage(strconv.Itoa(j)))
+				}
+				res.as[j] = a
+				outcome := "failed"
+				switch {
+				case a == nil:
+				case a.Error == nil:
+					outcome = "accepted"
+				case alreadyKnown(a.Error.Message):
+					outcome = "known"
+				default:
+					outcome = "refused"
+				}
+				p.m.broadcasts.WithLabelValues(n.name, outcome).Inc()
+			}
+			results <- res
+		}()
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	got := make([]result, 0, len(targets))
+	acceptedAll := func() bool {
+		for j, c := range calls {
+			if c.notification() {
+				continue
+			}
+			if !slices.ContainsFunc(got, func(r result) bool { return r.as[j] != nil && r.as[j].Error == nil }) {
+				return false
+			}
+		}
+		return true
 	}
+	for len(got) < len(targets) && (len(got) == 0 || !acceptedAll()) {
+		select {
+		case r := <-results:
+			got = append(got, r)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// The nodes' answers in the targets' order: the current node first.
+	slices.SortFunc(got, func(a, b result) int { return a.node - b.node })
+
 	out := make([]*answer, len(calls))
 	var failed []string
-	for i, c := range calls {
+	for _, r := range got {
+		if r.err != nil {
+			n := targets[r.node]
+			failed = append(failed, n.name+": "+n.scrub(r.err.Error()))
+		}
+	}
+	for j, c := range calls {
 		if c.notification() {
 			continue
 		}
-		id := json.RawMessage(strconv.Itoa(i))
 		var accepted, known, refused *answer
 		nonceLow := false
-		for j, n := range targets {
-			var a *answer
-			if res[j].err == nil {
-				a = answerFor(res[j].as, sub.batch, id)
-			}
+		for _, r := range got {
+			a := r.as[j]
 			switch {
 			case a == nil:
-				p.m.broadcasts.WithLabelValues(n.name, "failed").Inc()
-				if res[j].err != nil {
-					failed = append(failed, n.name+": "+n.scrub(res[j].err.Error()))
-				}
 			case a.Error == nil:
-				p.m.broadcasts.WithLabelValues(n.name, "accepted").Inc()
 				accepted = cmpOr(accepted, a)
 			case alreadyKnown(a.Error.Message):
-				p.m.broadcasts.WithLabelValues(n.name, "known").Inc()
 				known = cmpOr(known, a)
 			default:
-				p.m.broadcasts.WithLabelValues(n.name, "refused").Inc()
 				nonceLow = nonceLow || nonceTooLow(a.Error.Message)
 				refused = cmpOr(refused, a)
 			}
@@ -431,15 +475,15 @@ func (p *Pool) broadcast(ctx context.Context, calls []*call) ([]*answer, error) 
 		hash, hashOK := txHash(c)
 		switch {
 		case accepted != nil:
-			out[i] = accepted
+			out[j] = accepted
 		case known != nil && hashOK:
-			out[i] = hashAnswer(hash)
+			out[j] = hashAnswer(hash)
 		case nonceLow && hashOK && p.knows(ctx, hash):
-			out[i] = hashAnswer(hash)
+			out[j] = hashAnswer(hash)
 		case known != nil:
-			out[i] = known
+			out[j] = known
 		case refused != nil:
-			out[i] = refused
+			out[j] = refused
 		default:
 			return nil, &unavailableError{msg: "nodes: no node answered eth_sendRawTransaction (" + strings.Join(failed, "; ") + ")"}
 		}
