@@ -128,6 +128,8 @@ type front struct {
 	mu    sync.Mutex
 	srv   *http.Server
 	calls map[string]int // method → calls seen ("batch:" prefix inside batches of more than one)
+	auth   string // the last request's Authorization header
+	path   string // and its path and query
 	// onCall, when set, is told of every call the front gets.
 	onCall func(method string)
 	done   chan struct{}
@@ -138,7 +140,11 @@ func newFront(t *testing.T, nodeURL string) *front {
 	u, err := url.Parse(nodeURL)
 	require.NoError(t, err)
 	f := &front{t: t, node: u, rp: httputil.NewSingleHostReverseProxy(u), calls: map[string]int{}, done: make(chan struct{})}
-	f.rp.ErrorLog = nil
+	director := f.rp.Director
+	f.rp.Director = func(r *http.Request) {
+		director(r)
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = "/", "", "" // a hosted node's key is in its URL
+	}
 	f.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(http.StatusBadGateway) }
 	f.mode.Store("")
 	f.hold.Store(-1)
@@ -227,6 +233,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	calls, batch := decodeCalls(body)
 	f.mu.Lock()
+	f.auth = r.Header.Get("Authorization")
+	f.path = r.URL.RequestURI()
 	for _, c := range calls {
 		if batch && len(calls) > 1 {
 			f.calls["batch:"+c.Method]++
