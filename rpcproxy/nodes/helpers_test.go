@@ -128,8 +128,8 @@ type front struct {
 	mu    sync.Mutex
 	srv   *http.Server
 	calls map[string]int // method → calls seen ("batch:" prefix inside batches of more than one)
-	auth   string // the last request's Authorization header
-	path   string // and its path and query
+	auth  string         // the last request's Authorization header
+	path  string         // and its path and query
 	// onCall, when set, is told of every call the front gets.
 	onCall func(method string)
 	done   chan struct{}

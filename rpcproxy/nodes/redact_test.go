@@ -16,13 +16,13 @@ import (
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"http://127.0.0.1:8545":                                  "http://127.0.0.1:8545",
-		"https://user:pw123456@node.example/":                    "https://user:xxxxx@node.example/",
-		"https://key0123456789@node.example/":                    "https://xxxxx@node.example/",
+		"http://127.0.0.1:8545":                                   "http://127.0.0.1:8545",
+		"https://user:pw123456@node.example/":                     "https://user:xxxxx@node.example/",
+		"https://key0123456789@node.example/":                     "https://xxxxx@node.example/",
 		"https://mainnet.example/v3/0123456789abcdef0123456789ab": "https://mainnet.example/v3/xxxxx",
-		"https://node.example/rpc?apikey=K&x=1":                  "https://node.example/rpc?apikey=xxxxx&x=xxxxx",
-		"https://node.example/evm/mainnet":                       "https://node.example/evm/mainnet",
-		"::not a url":                                            "(unparsable URL)",
+		"https://node.example/rpc?apikey=K&x=1":                   "https://node.example/rpc?apikey=xxxxx&x=xxxxx",
+		"https://node.example/evm/mainnet":                        "https://node.example/evm/mainnet",
+		"::not a url":                                             "(unparsable URL)",
 	} {
 		require.Equal(t, want, nodes.RedactURL(in), in)
 	}
