@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -124,4 +125,49 @@ func BenchmarkSimulatedNode(b *testing.B) {
 	b.Run("blockNumber/pool", func(b *testing.B) { benchBlockNumber(b, pooled) })
 	b.Run("blocks10/direct", func(b *testing.B) { benchBlocks(b, direct) })
 	b.Run("blocks10/pool", func(b *testing.B) { benchBlocks(b, pooled) })
+}
+
+// One JSON-RPC request as an http.RoundTripper sees it, answered by an
+// instant node and read whole: a tuned http.Transport straight to the
+// node, and the pool (parse the call, pick the node, check the answer, and
+// for eth_blockNumber track the head). The difference is the pool's own
+// cost; go-ethereum's client is left out (it costs the same either way).
+func BenchmarkRoundTrip_InstantNode(b *testing.B) {
+	node := instantNode()
+	defer node.Close()
+	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	p, err := nodes.New([]string{node.URL}, nodes.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Check(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer p.CloseIdleConnections()
+	for _, body := range []struct{ name, body string }{
+		{"blockNumber", `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`},
+		{"getBalance", `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x0000000000000000000000000000000000000000","latest"]}`},
+	} {
+		for _, rt := range []struct {
+			name string
+			rt   http.RoundTripper
+		}{{"transport", tr}, {"pool", p}} {
+			b.Run(body.name+"/"+rt.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					req, _ := http.NewRequest(http.MethodPost, node.URL, strings.NewReader(body.body))
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := rt.rt.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadAll(resp.Body); err != nil {
+						b.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+	}
 }
