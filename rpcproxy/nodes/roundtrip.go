@@ -24,8 +24,9 @@ import (
 // node and, when it fails (no answer, a timeout, HTTP 5xx or 429, an
 // answer that is not JSON-RPC), to the next. A request carrying
 // eth_sendRawTransaction is sent to every usable node at once (docs/chains.md,
-// "Node failover", has the rule that merges their answers). The answer
-// is buffered: its body is in memory when RoundTrip returns.
+// "Node failover", has the rule that merges their answers). An answer up
+// to 256 KiB is read whole and checked before it is returned; a larger one
+// is checked by its start and streamed (close its body).
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := readBody(req)
 	if err != nil {
