@@ -27,6 +27,7 @@ import (
 	"github.com/evmpay/evmpay/invoice/checkout"
 	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/rpcproxy"
+	"github.com/evmpay/evmpay/rpcproxy/nodes"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -188,7 +189,10 @@ type app struct {
 	mux        *httpapi.Mux // the HTTP API listener's routes
 	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
 	proxy      *rpcproxy.Proxy
-	workers    []worker
+	// pool is the chain's nodes when RPC_URL lists several: every role
+	// reads and sends through it (failover; docs/chains.md).
+	pool    *nodes.Pool
+	workers []worker
 
 	httpLn, proxyLn, metricsLn net.Listener
 }
@@ -212,7 +216,11 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}()
 
 	var err error
-	if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
+	if urls := nodeURLs(cfg.rpcURL); len(urls) > 1 {
+		if err := a.startNodePool(ctx, urls); err != nil {
+			return nil, err
+		}
+	} else if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
 		return nil, fmt.Errorf("chain node %s: %w", redactURL(cfg.rpcURL), err)
 	}
 	a.eth = ethclient.NewClient(a.rpc)
@@ -284,6 +292,62 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}
 	ok = true
 	return a, nil
+}
+
+// nodeURLs splits RPC_URL's comma-separated list of one chain's nodes.
+func nodeURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// startNodePool makes the chain's nodes one (rpcproxy/nodes): a read goes
+// to a healthy node that is not behind, never below a head already served;
+// a transaction goes to every node. Each node is checked against the
+// chain the database holds (its identity) before it is used; at least one
+// must pass at start.
+func (a *app) startNodePool(ctx context.Context, urls []string) error {
+	pool, err := nodes.New(urls, nodes.Config{
+		ChainID:        a.cfg.chainID,
+		RequestTimeout: 30 * time.Second, // the heaviest call the proxy allows
+		Registerer:     a.metrics(),
+		Logger:         a.log.With("component", "nodes"),
+		Guard: func(ctx context.Context, _ string, c *rpc.Client) error {
+			id, err := indexer.NewIdentity(indexer.NewRPCSource(c), a.st, indexer.IdentityConfig{ChainID: a.cfg.chainID})
+			if err != nil {
+				return err
+			}
+			_, err = id.Check(ctx)
+			return err
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("RPC_URL: %w", err)
+	}
+	if err := pool.Check(ctx); err != nil {
+		return fmt.Errorf("RPC_URL: no usable chain node at start: %w", err)
+	}
+	if a.rpc, err = pool.Client(ctx); err != nil {
+		return err
+	}
+	a.pool = pool
+	a.workers = append(a.workers, worker{"nodes", pool.Run})
+	a.log.Info("chain nodes", "nodes", len(urls), "usable", usable(pool.Status()))
+	return nil
+}
+
+func usable(st []nodes.NodeStatus) int {
+	n := 0
+	for _, s := range st {
+		if s.Up {
+			n++
+		}
+	}
+	return n
 }
 
 // checkChain reads the node's chain id and compares it with the expected
@@ -428,7 +492,13 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 
 func (a *app) buildGateway(ctx context.Context) error {
 	var err error
-	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
+	upstream := a.cfg.rpcURL
+	var pool http.RoundTripper
+	if a.pool != nil {
+		upstream, pool = "", a.pool
+	}
+	a.proxy, err = rpcproxy.New(upstream, rpcproxy.Config{
+		Upstream:       pool,
 		Rate:           rate.Limit(a.cfg.proxyRate),
 		TrustedProxies: a.cfg.trustedProxies,
 		Burst:          a.cfg.proxyBurst,

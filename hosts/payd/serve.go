@@ -49,7 +49,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 	if err != nil {
 		return err
 	}
-	*red = *newRedactor(env.rpcURL)
+	*red = *newRedactor(nodeURLs(env.rpcURL)...)
 	for _, db := range []string{env.databaseURL, env.databaseReadURL} {
 		if u, err := url.Parse(db); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok {
@@ -321,6 +321,7 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("payd merchants create: %w", err)
 	}
 	if rpcURL != "" {
+		rpcURL = nodeURLs(rpcURL)[0] // a one-off check: the first of a chain's nodes
 		c, err := ethclient.DialContext(ctx, rpcURL)
 		if err != nil {
 			return fmt.Errorf("payd merchants create: RPC_URL %s: %w", redactURL(rpcURL), err)
