@@ -105,7 +105,10 @@ type appConfig struct {
 	xpub string
 
 	confirmations int
-	sweepPolicy   sweep.Policy
+	// finality is the chain's finality mode (store.FinalityDepth,
+	// store.FinalityInstant).
+	finality    string
+	sweepPolicy sweep.Policy
 	// minGasPrice is the node's minimum gas price in wei: sweep
 	// transactions are never priced below it. Zero: none.
 	minGasPrice  store.Amount
@@ -376,7 +379,7 @@ func (a *app) buildService(ctx context.Context) error {
 	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway], Settlement: a.cfg.roles[roleSettlement],
 		Sweep: a.cfg.roles[roleSweep], Webhooks: a.cfg.roles[roleWebhooks]}
 	cfg := service.Config{
-		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Tokens: a.assets,
+		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Finality: a.cfg.finality, Tokens: a.assets,
 		Pricer: a.pricer, PublicBaseURL: a.publicBaseURL(), AllowPrivateWebhooks: !a.cfg.blockPrivateWH,
 		Roles: roles, Backfill: a.cfg.backfill, Logger: a.log,
 		Identity: indexer.IdentityConfig{CheckInterval: a.cfg.chainCheckEvery},

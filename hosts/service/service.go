@@ -107,8 +107,13 @@ type Config struct {
 	Keys *sweep.Keys
 	// Confirmations is the one threshold of invoice, settlement and
 	// sweep: blocks built on a payment's (or a sweep's) block. Defaults to
-	// 12.
+	// 12; none under FinalityInstant.
 	Confirmations int
+	// Finality is the chain's finality mode, for invoice, settlement and
+	// sweep alike: store.FinalityDepth (Confirmations) or
+	// store.FinalityInstant (final once included: CometBFT chains such as
+	// evmd; docs/chains.md). Defaults to store.FinalityDepth.
+	Finality string
 	// Tokens are the accepted ERC-20 tokens (symbol, address, decimals),
 	// besides the native coin. Defaults to none.
 	Tokens []store.Asset
@@ -180,6 +185,9 @@ func (c *Config) validate() error {
 	if c.Confirmations < 0 {
 		errs = append(errs, configErr("Confirmations must not be negative"))
 	}
+	if err := store.CheckFinality(c.Finality, c.Confirmations); err != nil {
+		errs = append(errs, configErr("%v", err))
+	}
 	owned := []struct {
 		set  bool
 		name string
@@ -187,6 +195,9 @@ func (c *Config) validate() error {
 		{c.Invoice.Confirmations != 0, "Invoice.Confirmations"},
 		{c.Settlement.Confirmations != 0, "Settlement.Confirmations"},
 		{c.Sweep.Confirmations != 0, "Sweep.Confirmations"},
+		{c.Invoice.Finality != "", "Invoice.Finality"},
+		{c.Settlement.Finality != "", "Settlement.Finality"},
+		{c.Sweep.Finality != "", "Sweep.Finality"},
 		{c.Invoice.Assets != nil, "Invoice.Assets"},
 		{c.Settlement.Assets != nil, "Settlement.Assets"},
 		{c.Sweep.Tokens != nil, "Sweep.Tokens"},
@@ -245,7 +256,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
+	if cfg.Finality != store.FinalityInstant {
+		cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -322,7 +335,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Roles.Settlement {
 		c := cfg.Settlement
-		c.Confirmations, c.Assets = cfg.Confirmations, assets
+		c.Confirmations, c.Finality, c.Assets = cfg.Confirmations, cfg.Finality, assets
 		if cfg.Pricer != nil {
 			c.Valuer = cfg.Pricer
 		}
@@ -402,7 +415,7 @@ func (s *Service) buildAPI(creds *invoice.Credentials, eth *ethclient.Client) er
 	}
 	base := cfg.PublicBaseURL
 	ic := cfg.Invoice
-	ic.Confirmations, ic.Assets = cfg.Confirmations, cfg.Tokens
+	ic.Confirmations, ic.Finality, ic.Assets = cfg.Confirmations, cfg.Finality, cfg.Tokens
 	if cfg.Pricer != nil {
 		ic.Pricer = cfg.Pricer
 	}
@@ -452,7 +465,7 @@ func (s *Service) buildSweep(eth *ethclient.Client, tokens []common.Address) err
 		keys = sweep.Keys{Deposits: cfg.Wallet, Wallet: sweep.NewKeySigner(key), Payouts: cfg.Wallet}
 	}
 	c := cfg.Sweep
-	c.Confirmations, c.Tokens = uint64(cfg.Confirmations), tokens
+	c.Confirmations, c.Finality, c.Tokens = uint64(cfg.Confirmations), cfg.Finality, tokens
 	// No stored signed transaction goes to a node that serves another
 	// chain than the one it was signed for.
 	c.ChainGuard = s.Identity
