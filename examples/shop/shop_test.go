@@ -20,6 +20,7 @@ import (
 
 	"github.com/evmpay/evmpay/hosts/evmpaytest"
 	"github.com/evmpay/evmpay/hosts/service"
+	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/store"
 )
@@ -79,7 +80,15 @@ func (w testLog) Write(p []byte) (int, error) {
 // shop has not changed for a while (the confirmations need blocks).
 func (r *shopRig) until(id int64, status string) Order {
 	r.t.Helper()
-	deadline := time.After(30 * time.Second)
+	return r.wait(id, status, true)
+}
+
+// wait waits for the order to reach status, mining blocks as until does
+// when mine is set; without, only what the chain holds already moves it
+// (a status that more blocks would move past).
+func (r *shopRig) wait(id int64, status string, mine bool) Order {
+	r.t.Helper()
+	deadline := time.After(60 * time.Second)
 	for {
 		changed := r.shop.Changed()
 		o, _ := r.shop.Get(id)
@@ -89,7 +98,9 @@ func (r *shopRig) until(id int64, status string) Order {
 		select {
 		case <-changed:
 		case <-time.After(20 * time.Millisecond):
-			r.env.Chain.Mine(1)
+			if mine {
+				r.env.Chain.Mine(1)
+			}
 		case <-deadline:
 			inv, _ := r.env.Store.GetInvoice(r.ctx, o.InvoiceID)
 			ds, _ := r.env.Store.ListDeliveries(r.ctx, store.DeliveryFilter{MerchantID: inv.MerchantID, Limit: 100})
@@ -145,7 +156,7 @@ func TestShop_AReorgTakesThePaymentBack_OrderUnpaidAgain(t *testing.T) {
 	r.env.Chain.Mine(3) // a reorg reaching block 1 would be another chain, not a reorg
 	before := r.env.Chain.Head()
 	receipt := r.env.Chain.Pay(o.PaymentURI)
-	r.until(o.ID, PaymentSeen)
+	r.wait(o.ID, PaymentSeen, false) // no block on top: it cannot be confirmed
 	// The block with the payment, and one on top, are replaced by blocks
 	// without it (the payer's transaction is replaced at its nonce).
 	r.env.Chain.Reorg(int(r.env.Chain.Head()-before), receipt.TxHash)
@@ -166,8 +177,11 @@ func TestShop_PartialRefundOfAPaidOrder(t *testing.T) {
 	// Once the invoice is swept, refunds leave from the shop's payout
 	// wallet, which the shop funds (before the sweep they leave from the
 	// deposit address).
-	wallet, err := r.shop.svc.Invoices.PayoutWallet(r.ctx, r.shop.merchant.Merchant.ID)
-	require.NoError(t, err)
+	var wallet invoice.PayoutWallet
+	require.Eventually(t, func() bool {
+		wallet, err = r.shop.svc.Invoices.PayoutWallet(r.ctx, r.shop.merchant.Merchant.ID)
+		return err == nil
+	}, time.Minute, 10*time.Millisecond, "the sweep role records the payout wallet")
 	r.env.Chain.Transfer(r.env.Chain.Accounts()[1], nil, common.Address(wallet.Address), big.NewInt(1e17))
 	customer := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
 	ref, err := r.shop.Refund(r.ctx, o.ID, "0.05", customer)

@@ -3,6 +3,7 @@ package evmpaytest_test
 import (
 	"context"
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -48,6 +49,14 @@ func TestKit_RefundWaitEventsAndCapturedWebhooks(t *testing.T) {
 	env.Chain.Pay(inv.PaymentURI)
 	env.WaitInvoice(inv.ID, store.StatusConfirmed)
 	env.RequireEvents(inv.ID, store.EventInvoicePaid, store.EventInvoiceConfirmed)
+	// Swept first, the refund leaves from the merchant's payout wallet,
+	// which the merchant funds (before the sweep, from the deposit).
+	var wallet invoice.PayoutWallet
+	require.Eventually(t, func() bool {
+		wallet, err = env.Invoices.PayoutWallet(context.Background(), env.Merchant.ID)
+		return err == nil
+	}, time.Minute, 10*time.Millisecond, "the sweep role records the payout wallet")
+	env.Chain.Transfer(env.Chain.Accounts()[1], nil, common.Address(wallet.Address), big.NewInt(2e17))
 	dest := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
 	ref, err := env.Invoices.CreateRefund(context.Background(), env.Owner, inv.ID, "r1",
 		invoice.RefundParams{AmountFormatted: "0.1", Destination: &dest})

@@ -227,7 +227,7 @@ func (r *refundRig) reconciled() map[string]any {
 	head, err := r.eth.BlockNumber(r.ctx)
 	require.NoError(r.t, err)
 	var rec map[string]any
-	waitUntil(r.t, 90*time.Second, 500*time.Millisecond, func() bool {
+	waitUntil(r.t, 3*time.Minute, 500*time.Millisecond, func() bool {
 		var code int
 		code, rec = r.op.do("GET", "/v1/admin/reconciliation", nil, nil)
 		return code == http.StatusOK && rec["block"].(float64) >= float64(head) && rec["ok"] == true
