@@ -46,7 +46,8 @@ type refundChain struct {
 
 // refundRig is the chain, the three payd processes and the merchant.
 type refundRig struct {
-	t        *testing.T
+	t        *testing.T // the test, or the subtest using the rig (use)
+	owner    *testing.T // the test that built the rig: its processes live as long
 	ctx      context.Context
 	chain    refundChain
 	eth      *ethclient.Client
@@ -81,7 +82,8 @@ func refundsDevChain(t *testing.T, extra ...common.Address) refundChain {
 
 // use makes the rig (and its API clients) report to t, a subtest, until
 // the returned func runs: a failure stops the subtest that saw it, never
-// the test that built the rig.
+// the test that built the rig. What the rig starts still lives as long as
+// that test (owner).
 func (r *refundRig) use(t *testing.T) func() {
 	parent, api, op := r.t, r.api, r.op
 	r.t, r.api, r.op = t, r.api.in(t), r.op.in(t)
@@ -146,7 +148,7 @@ func newRefundRig(t *testing.T, chain refundChain) *refundRig {
 	eth, err := ethclient.DialContext(ctx, chain.rpc)
 	require.NoError(t, err)
 	t.Cleanup(eth.Close)
-	r := &refundRig{t: t, ctx: ctx, chain: chain, eth: eth, payer: chain.funded, procs: map[string]*process{}, dbURL: pgtest.URL(t)}
+	r := &refundRig{t: t, owner: t, ctx: ctx, chain: chain, eth: eth, payer: chain.funded, procs: map[string]*process{}, dbURL: pgtest.URL(t)}
 	r.merchant, err = crypto.GenerateKey()
 	require.NoError(t, err)
 	r.sendNative(r.payer, crypto.PubkeyToAddress(r.merchant.PublicKey), bigOf("50000000000000000000"))
@@ -238,7 +240,9 @@ func (r *refundRig) reconciled() map[string]any {
 // startWorkers starts (or restarts) the process of the settlement, sweep
 // and webhooks roles.
 func (r *refundRig) startWorkers() {
-	r.procs["workers"] = startProcess(r.t, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks",
+	// Restarted by a subtest, the workers still serve the rest of the
+	// test: they stop with the test that built the rig.
+	r.procs["workers"] = startProcessFor(r.t, r.owner, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks",
 		"--http", r.workAddr, "--metrics", "")
 	waitHTTP(r.t, "http://"+r.workAddr+"/readyz", 120*time.Second)
 }
