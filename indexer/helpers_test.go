@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/hosts/evmpaytest"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -33,7 +34,7 @@ const waitFor = 30 * time.Second
 // chain is a simulated go-ethereum chain (a real EVM) with a funded key.
 type chain struct {
 	t       *testing.T
-	b       *simulated.Backend
+	b       *simchain.Backend
 	client  simulated.Client
 	rpc     *rpc.Client
 	key     *ecdsa.PrivateKey

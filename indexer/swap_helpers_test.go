@@ -15,12 +15,12 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/indexer"
 )
 
@@ -32,7 +32,7 @@ var swapKey, _ = crypto.HexToECDSA("8f2a55949038a9610f50fb23b5883af3b4ecb3c3bb79
 // HTTP on loopback.
 type httpChain struct {
 	t     *testing.T
-	b     *simulated.Backend
+	b     *simchain.Backend
 	url   string
 	nonce uint64
 }
@@ -45,12 +45,11 @@ func newHTTPChain(t *testing.T) *httpChain {
 	require.NoError(t, l.Close())
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
 	alloc := types.GenesisAlloc{crypto.PubkeyToAddress(swapKey.PublicKey): {Balance: balance}}
-	b := simulated.NewBackend(alloc, func(nc *node.Config, _ *ethconfig.Config) {
+	b := simchain.New(t, alloc, func(nc *node.Config, _ *ethconfig.Config) {
 		nc.HTTPHost = "127.0.0.1"
 		nc.HTTPPort = port
 		nc.HTTPModules = []string{"eth", "net"}
 	})
-	t.Cleanup(func() { b.Close() })
 	return &httpChain{t: t, b: b, url: "http://127.0.0.1:" + strconv.Itoa(port)}
 }
 

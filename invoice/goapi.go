@@ -35,14 +35,15 @@ import (
 // (ErrorCode does too) — or the store's sentinels (store.ErrNotFound, …)
 // and pricing.ErrRateUnavailable, wrapped.
 
-// ErrorCode is the problem code of err — what the HTTP API answers it
-// with: the Code of a *problem.Problem, "not_found" for store.ErrNotFound,
-// "unavailable" for store.ErrUnavailable, "internal" otherwise; "" for nil.
+// ErrorCode is the problem code of err — exactly what the HTTP API answers
+// it with: the Code of a *problem.Problem, of an invalid merchant's field,
+// "unauthorized", "not_found" for store.ErrNotFound, "unavailable" for
+// store.ErrUnavailable, "internal" otherwise; "" for nil.
 func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
-	p, _ := problem.FromError(err)
+	p, _ := problemOf(err)
 	return p.Code
 }
 

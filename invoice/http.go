@@ -123,35 +123,52 @@ func (s *Service) PublicHandler() http.Handler {
 	})
 }
 
-// fail writes err as a problem: API errors as they are, unauthorized as
-// 401, an unreachable database as 503, anything else as a bare 500 (the
-// cause is logged, never shown).
-func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+// problemOf is the problem err answers as — the one mapping of the HTTP
+// API and of ErrorCode: API errors as they are, an invalid merchant its
+// field's problem, unauthorized 401, not found 404, the chain or the
+// database unreachable 503, anything else a bare 500 (internal: logged,
+// never shown).
+func problemOf(err error) (p *problem.Problem, internal bool) {
 	var ae *problem.Problem
 	switch {
 	case errors.As(err, &ae):
-		problem.Write(w, ae)
+		return ae, false
+	case errors.Is(err, ErrInvalidMerchant):
+		return merchantError(err), false
 	case errors.Is(err, ErrUnauthorized):
-		problem.Write(w, errUnauthorized)
+		return errUnauthorized, false
 	case errors.Is(err, store.ErrNotFound):
-		problem.Write(w, errNotFound)
+		return errNotFound, false
 	case errors.Is(err, errChainUnavailable):
-		s.log.WarnContext(r.Context(), "chain unavailable", slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.Of(problem.CodeChainUnavailable,
-			"the chain node did not answer, so the settlement address could not be checked; nothing was changed, retry later"))
+		return problem.Of(problem.CodeChainUnavailable,
+			"the chain node did not answer, so the settlement address could not be checked; nothing was changed, retry later"), false
 	case errors.Is(err, store.ErrUnavailable):
-		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.Of(problem.CodeUnavailable, "the database is unavailable; retry later"))
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return problem.Of(problem.CodeUnavailable, "the database is unavailable; retry later"), false
+	}
+	return problem.Of(problem.CodeInternal, "internal error"), true
+}
+
+// fail writes err as a problem (problemOf), logging what the operator
+// needs to know: unreachable dependencies and internal failures.
+func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads this.
 		problem.Write(w, problem.Of(problem.CodeUnavailable, "request cancelled"))
-	default:
+		return
+	}
+	p, internal := problemOf(err)
+	switch {
+	case internal:
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		problem.Write(w, problem.Of(problem.CodeInternal, "internal error"))
+	case p.Code == problem.CodeChainUnavailable:
+		s.log.WarnContext(r.Context(), "chain unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	case p.Code == problem.CodeUnavailable:
+		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
+	problem.Write(w, p)
 }
 
 var (

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makiuchi-d/gozxing"
-	zxqr "github.com/makiuchi-d/gozxing/qrcode"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/qrscan"
 	"github.com/evmpay/evmpay/store"
 )
 
@@ -154,11 +153,10 @@ func TestQRCodes_CarryThePaymentURI(t *testing.T) {
 		img, err := png.Decode(bytes.NewReader(res.Body))
 		require.NoError(t, err)
 		require.Equal(t, want, img.Bounds().Dx())
-		bmp, err := gozxing.NewBinaryBitmapFromImage(img)
+		sym, err := qrscan.Read(img)
 		require.NoError(t, err)
-		decoded, err := zxqr.NewQRCodeReader().Decode(bmp, nil)
-		require.NoError(t, err)
-		require.Equal(t, inv.PaymentURI, decoded.GetText())
+		require.Equal(t, inv.PaymentURI, sym.Text)
+		require.GreaterOrEqual(t, sym.Quiet, qrscan.QuietZone)
 	}
 	requireProblem(t, e.do("GET", path+"?size=10", m.APIKey, ""), 400, "invalid_parameter", "size")
 	requireProblem(t, e.do("GET", path+"?color=red", m.APIKey, ""), 400, "unknown_parameter", "color")
@@ -167,6 +165,10 @@ func TestQRCodes_CarryThePaymentURI(t *testing.T) {
 	require.Equal(t, http.StatusOK, svg.Status)
 	require.Equal(t, "image/svg+xml", svg.Header.Get("Content-Type"))
 	require.True(t, bytes.HasPrefix(svg.Body, []byte("<svg")) || bytes.Contains(svg.Body, []byte("<svg ")))
+	sym, err := qrscan.ReadSVG(svg.Body)
+	require.NoError(t, err)
+	require.Equal(t, inv.PaymentURI, sym.Text)
+	require.Equal(t, qrscan.QuietZone, sym.Quiet)
 }
 
 func TestPublicInvoice_ByLookupToken_PayerViewOnly(t *testing.T) {

@@ -126,8 +126,13 @@ type Config struct {
 	// redirect URLs must be https. Defaults to false.
 	AllowLoopbackHTTPRedirect bool
 	// Confirmations is the settlement threshold the public read reports
-	// (confirmations n of Confirmations). Defaults to 12.
+	// (confirmations n of Confirmations), and what a payment needs before
+	// it may be refunded. Defaults to 12 (none under FinalityInstant).
 	Confirmations int
+	// Finality is the chain's finality mode (store.FinalityDepth,
+	// store.FinalityInstant: a payment counts once its block is indexed).
+	// Defaults to store.FinalityDepth.
+	Finality string
 	// QRSize is the default side of QR PNGs in pixels (?size= overrides it
 	// within 64…1024). Defaults to 256.
 	QRSize int
@@ -162,7 +167,9 @@ func (c *Config) fill() {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	c.CheckoutURL = cmp.Or(c.CheckoutURL, c.BaseURL+"/checkout")
 	c.ClaimURL = cmp.Or(c.ClaimURL, c.BaseURL+"/claim")
-	c.Confirmations = cmp.Or(c.Confirmations, 12)
+	if c.Finality != store.FinalityInstant {
+		c.Confirmations = cmp.Or(c.Confirmations, 12)
+	}
 	c.DefaultExpiry = cmp.Or(c.DefaultExpiry, 15*time.Minute)
 	c.MinExpiry = cmp.Or(c.MinExpiry, time.Minute)
 	c.MaxExpiry = cmp.Or(c.MaxExpiry, 7*24*time.Hour)
@@ -199,7 +206,7 @@ func (c Config) validate() error {
 		return errors.New("invoice: CheckoutURL must be a URL without query or fragment (absolute http(s) when BaseURL is)")
 	}
 	switch {
-	case c.Confirmations < 1:
+	case c.Confirmations < 1 && c.Finality != store.FinalityInstant:
 		return errors.New("invoice: Confirmations must be positive")
 	case c.MinExpiry <= 0 || c.MaxExpiry < c.MinExpiry:
 		return errors.New("invoice: need 0 < MinExpiry <= MaxExpiry")
@@ -261,6 +268,9 @@ type Service struct {
 // New returns a Service. deriver gives deposit addresses (public key only);
 // chainID is the EIP-155 chain id written into invoices and payment URIs.
 func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64, cfg Config) (*Service, error) {
+	if err := store.CheckFinality(cfg.Finality, cfg.Confirmations); err != nil {
+		return nil, fmt.Errorf("invoice: %w", err)
+	}
 	cfg.fill()
 	if err := cfg.validate(); err != nil {
 		return nil, err

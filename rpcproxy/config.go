@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -97,6 +98,16 @@ type Config struct {
 	// concurrent requests so that connections are not closed and redialled
 	// (which leaves sockets in TIME_WAIT). Defaults to 256.
 	MaxIdleUpstreamConns int
+	// Upstream, when set, carries every request to the node(s) instead of
+	// the proxy's own http.Transport: a *nodes.Pool (rpcproxy/nodes) puts
+	// several nodes behind the proxy, with health checks, failover and
+	// transactions sent to every node. The proxy's request is a POST of
+	// the (possibly rebuilt) body with Content-Type application/json and a
+	// context bounded by UpstreamTimeout; an error that is a net.Error is
+	// answered as an unreachable node (502, -32010). TLSClientConfig,
+	// DialContext and MaxIdleUpstreamConns do not apply to it. Defaults to
+	// nil: one node at the URL given to New, through the proxy's Transport.
+	Upstream http.RoundTripper
 	// TLSClientConfig is the TLS configuration for an https node (a
 	// private CA in RootCAs, a client certificate). It is cloned. Defaults
 	// to nil: the system's roots, the server name from the URL.

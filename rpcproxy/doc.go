@@ -27,6 +27,10 @@
 // node sends on an idle connection never become another client's answer,
 // and a request already written to the node is never sent again.
 //
+// Config.Upstream puts any http.RoundTripper in place of that Transport:
+// a *nodes.Pool (package rpcproxy/nodes) fronts several nodes of one chain,
+// with health checks, failover and transactions sent to every node.
+//
 // The hot path is cheap: only "jsonrpc", "id" and "method" are read, params
 // and results are never decoded. When every call of a request is allowed the
 // original bytes are forwarded unchanged and the node's response is streamed

@@ -35,7 +35,7 @@ type Proxy struct {
 	cfg       Config
 	upstream  *url.URL
 	target    upstreamTarget
-	tr        *http.Transport
+	tr        http.RoundTripper // the Transport, or Config.Upstream
 	policy    *policy
 	lim       *limiter // nil when rate limiting is off
 	gate      *gate
@@ -52,8 +52,14 @@ type Proxy struct {
 }
 
 // New returns a proxy forwarding to the JSON-RPC endpoint at upstreamURL
-// (http or https), for example "http://127.0.0.1:8545".
+// (http or https), for example "http://127.0.0.1:8545". With
+// Config.Upstream set (a pool of nodes, rpcproxy/nodes), upstreamURL may
+// be "": requests go through Config.Upstream, and the URL, when given,
+// only names the upstream in logs.
 func New(upstreamURL string, cfg Config) (*Proxy, error) {
+	if upstreamURL == "" && cfg.Upstream != nil {
+		upstreamURL = "http://upstream/"
+	}
 	u, err := url.Parse(upstreamURL)
 	if err != nil {
 		return nil, fmt.Errorf("rpcproxy: upstream URL: %w", err)
@@ -79,7 +85,7 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 		cfg:       cfg,
 		upstream:  u,
 		target:    newUpstreamTarget(u, auth),
-		tr:        newTransport(cfg),
+		tr:        cfg.Upstream,
 		policy:    pol,
 		gate:      newGate(cfg.MaxConcurrentRequests, cfg.MaxConcurrentRequestsPerClient),
 		mem:       budget{max: cfg.MaxBufferedBytes},
@@ -118,6 +124,9 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rpcproxy: registering metrics: %w", err)
 	}
+	if p.tr == nil {
+		p.tr = newTransport(cfg)
+	}
 	p.states.New = func() any { return &reqState{calls: make([]call, 0, 8)} }
 	return p, nil
 }
@@ -127,9 +136,14 @@ func New(upstreamURL string, cfg Config) (*Proxy, error) {
 // promhttp.HandlerFor; otherwise nil.
 func (p *Proxy) Gatherer() prometheus.Gatherer { return p.gatherer }
 
-// CloseIdleConnections closes the pooled keep-alive connections to the node.
-// Call it when the proxy is discarded.
-func (p *Proxy) CloseIdleConnections() { p.tr.CloseIdleConnections() }
+// CloseIdleConnections closes the pooled keep-alive connections to the node
+// (Config.Upstream's, when it has such a method). Call it when the proxy is
+// discarded.
+func (p *Proxy) CloseIdleConnections() {
+	if c, ok := p.tr.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
 
 // reqState is the per-request scratch space, pooled.
 type reqState struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
@@ -25,7 +26,7 @@ import (
 // simChain is a simulated chain with a funded payer.
 type simChain struct {
 	t      *testing.T
-	b      *simulated.Backend
+	b      *simchain.Backend
 	client simulated.Client
 	key    *ecdsa.PrivateKey
 	signer types.Signer
@@ -35,8 +36,7 @@ func newSimChain(t *testing.T) *simChain {
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
-	b := simulated.NewBackend(types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: balance}})
-	t.Cleanup(func() { b.Close() })
+	b := simchain.New(t, types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: balance}})
 	return &simChain{t: t, b: b, client: b.Client(), key: key, signer: types.LatestSignerForChainID(big.NewInt(1337))}
 }
 

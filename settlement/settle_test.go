@@ -425,3 +425,22 @@ func TestSettle_ConfirmPass_IncrementalBetweenFullPasses(t *testing.T) {
 		require.Equal(t, store.StatusConfirmed, f.get(d.ID).Status)
 	})
 }
+
+// Under instant finality (a CometBFT chain: final at inclusion) a payment
+// is confirmed in the pass that records it; with confirmations set too,
+// the configuration is refused.
+func TestSettle_InstantFinality_ConfirmedOnceIncluded(t *testing.T) {
+	f := newFixture(t, sqliteStore(t))
+	inv := f.invoice(eth(1000))
+	s := f.settler(func(c *Config) { c.Finality = store.FinalityInstant })
+	f.mine(pay(inv.DepositAddress, eth(1000)))
+	f.sync(s)
+	got := f.get(inv.ID)
+	require.Equal(t, store.StatusConfirmed, got.Status, "no block on top needed")
+	require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(inv.ID))
+
+	_, err := New(f.st, Config{Finality: store.FinalityInstant, Confirmations: 3})
+	require.ErrorContains(t, err, "takes no confirmations")
+	_, err = New(f.st, Config{Finality: "tag"})
+	require.ErrorContains(t, err, `finality "tag"`)
+}

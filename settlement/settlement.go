@@ -50,8 +50,12 @@ type Config struct {
 	// Confirmations is how many blocks must be built on top of a payment's
 	// block before it counts as confirmed: a payment in block b is
 	// confirmed when the highest indexed block h has h − b ≥
-	// Confirmations. Defaults to 12.
+	// Confirmations. Defaults to 12 (none under FinalityInstant).
 	Confirmations int
+	// Finality is the chain's finality mode: store.FinalityDepth
+	// (Confirmations) or store.FinalityInstant (a payment is confirmed once
+	// its block is indexed). Defaults to store.FinalityDepth.
+	Finality string
 	// PollInterval is how often the database is asked for new indexed
 	// blocks once settlement has caught up. Defaults to 1.5 s.
 	PollInterval time.Duration
@@ -116,7 +120,9 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	c.Confirmations = cmp.Or(c.Confirmations, defaultConfirmations)
+	if c.Finality != store.FinalityInstant {
+		c.Confirmations = cmp.Or(c.Confirmations, defaultConfirmations)
+	}
 	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
 	c.LateWindow = cmp.Or(c.LateWindow, defaultLateWindow)
 	c.MaxReorgDepth = cmp.Or(c.MaxReorgDepth, defaultMaxReorgDepth)
@@ -134,6 +140,9 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if err := store.CheckFinality(c.Finality, c.Confirmations); err != nil {
+		return fmt.Errorf("settlement: %w", err)
+	}
 	switch {
 	case c.Confirmations < 0:
 		return errors.New("settlement: Confirmations must not be negative")

@@ -19,7 +19,6 @@ import (
 // the indexed chain (a reorg happened under it).
 var errNotCanonical = errors.New("settlement: processed block no longer canonical")
 
-
 // pruneEvery is how often (in blocks) the processed-block history is
 // trimmed to MaxReorgDepth.
 const pruneEvery = 64

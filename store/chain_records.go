@@ -134,3 +134,32 @@ type Checkpoint struct {
 	Permanent  bool      `db:"permanent"`
 	RecordedAt time.Time `db:"recorded_at"`
 }
+
+// Finality modes: when a chain's blocks are final (docs/chains.md). Every
+// part that waits for confirmations (invoice, settlement, sweep) takes
+// the chain's mode.
+const (
+	// FinalityDepth: a block is final with Confirmations blocks built on
+	// top of it (a chain whose consensus may reorganise recent blocks).
+	FinalityDepth = "depth"
+	// FinalityInstant: a block is final once included (a chain whose
+	// consensus finalises at inclusion, such as CometBFT-based Cosmos EVM
+	// chains): no confirmations to wait for.
+	FinalityInstant = "instant"
+)
+
+// CheckFinality reports whether mode is a finality mode ("" is
+// FinalityDepth), and whether confirmations fit it: FinalityInstant takes
+// none.
+func CheckFinality(mode string, confirmations int) error {
+	switch mode {
+	case "", FinalityDepth:
+		return nil
+	case FinalityInstant:
+		if confirmations != 0 {
+			return fmt.Errorf("finality %q takes no confirmations (got %d): a block is final once included", mode, confirmations)
+		}
+		return nil
+	}
+	return fmt.Errorf("finality %q: want %q or %q", mode, FinalityDepth, FinalityInstant)
+}

@@ -25,10 +25,13 @@ const (
 	SweepTxOutbound = "OUTBOUND" // payout wallet or deposit address → destination
 )
 
-// SweepTxLive lists the statuses of a transaction that may still be (or is)
-// mined. At most one transaction per (sender, kind, nonce) is live, and at most one
-// SWEEP per deposit address.
-var SweepTxLive = []string{SweepTxSigned, SweepTxSent, SweepTxMined}
+// SweepTxLive reports whether a transaction in this status may still be
+// (or is) mined: SIGNED, SENT or MINED. At most one transaction per
+// (sender, kind, nonce) is live, and at most one SWEEP per deposit address
+// (the database's unique indexes).
+func SweepTxLive(status string) bool {
+	return status == SweepTxSigned || status == SweepTxSent || status == SweepTxMined
+}
 
 // Sweep transaction statuses.
 const (

@@ -24,7 +24,7 @@ func TestAdminHandler_Errors(t *testing.T) {
 		Code   string `json:"code"`
 		Detail string `json:"detail"`
 	}
-	problemOf := func(rec *httptest.ResponseRecorder) problem {
+	problemOf := func(t *testing.T, rec *httptest.ResponseRecorder) problem {
 		t.Helper()
 		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 		var p problem
@@ -50,7 +50,7 @@ func TestAdminHandler_Errors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := retryRequest(t, h, c.token, c.body)
 			require.Equal(t, c.status, rec.Code, rec.Body.String())
-			require.Equal(t, c.code, problemOf(rec).Code)
+			require.Equal(t, c.code, problemOf(t, rec).Code)
 			if c.status == http.StatusUnauthorized {
 				require.Contains(t, rec.Header().Get("WWW-Authenticate"), "Bearer")
 			}
@@ -63,7 +63,7 @@ func TestAdminHandler_Errors(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
-		require.Equal(t, "method_not_allowed", problemOf(rec).Code)
+		require.Equal(t, "method_not_allowed", problemOf(t, rec).Code)
 		require.Equal(t, http.MethodPost, rec.Header().Get("Allow"))
 	})
 	t.Run("unknown path", func(t *testing.T) {
@@ -72,12 +72,13 @@ func TestAdminHandler_Errors(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusNotFound, rec.Code)
-		require.Equal(t, "not_found", problemOf(rec).Code)
+		require.Equal(t, "not_found", problemOf(t, rec).Code)
 	})
+	disabled := e.sweeper(Config{}).AdminHandler()
 	t.Run("no token configured", func(t *testing.T) {
-		rec := retryRequest(t, e.sweeper(Config{}).AdminHandler(), "", "")
+		rec := retryRequest(t, disabled, "", "")
 		require.Equal(t, http.StatusServiceUnavailable, rec.Code)
-		require.Equal(t, "admin_disabled", problemOf(rec).Code)
+		require.Equal(t, "admin_disabled", problemOf(t, rec).Code)
 	})
 	t.Run("mounted on a host mux", func(t *testing.T) {
 		mux := http.NewServeMux()

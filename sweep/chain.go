@@ -157,6 +157,14 @@ type pass struct {
 	avail map[common.Address]*big.Int
 }
 
+// final reports whether a transaction mined in block is final at the
+// pass's head: block is at or below the head (a receipt of a block newer
+// than the pass's head waits for the next pass) with the configured
+// confirmations on top (none under store.FinalityInstant).
+func (s *Sweeper) final(p *pass, block uint64) bool {
+	return block <= p.number && p.number-block >= s.cfg.Confirmations
+}
+
 func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
 	head, err := s.chain.HeaderByNumber(ctx, nil)
 	if err != nil {

@@ -45,8 +45,12 @@ type Config struct {
 	Policy Policy
 	// Confirmations a sweep transaction needs before the invoice is
 	// SETTLED: a transaction in block b with head h has h − b
-	// confirmations. Defaults to 12.
+	// confirmations. Defaults to 12 (none under FinalityInstant).
 	Confirmations uint64
+	// Finality is the chain's finality mode: store.FinalityDepth
+	// (Confirmations) or store.FinalityInstant (a transaction is final once
+	// mined). Defaults to store.FinalityDepth.
+	Finality string
 	// MinGasPrice is the chain's minimum gas price in wei (on Cosmos EVM
 	// chains the feemarket's min_gas_price): every transaction offers at
 	// least this effective price per gas. Defaults to 0.
@@ -149,7 +153,9 @@ func DefaultMaxFeePerGas() *big.Int { return big.NewInt(1_000_000_000_000) }
 
 func (c Config) withDefaults() Config {
 	c.Policy = cmp.Or(c.Policy, PolicySponsor)
-	c.Confirmations = cmp.Or(c.Confirmations, 12)
+	if c.Finality != store.FinalityInstant {
+		c.Confirmations = cmp.Or(c.Confirmations, 12)
+	}
 	c.ReplaceAfterBlocks = cmp.Or(c.ReplaceAfterBlocks, 3)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 6)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
@@ -174,6 +180,9 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if err := store.CheckFinality(c.Finality, int(min(c.Confirmations, 1<<31))); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
 	switch c.Policy {
 	case PolicySponsor, PolicyDeduct:
 	default:

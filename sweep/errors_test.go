@@ -45,8 +45,7 @@ func TestClassify_RealNodeErrors(t *testing.T) {
 	require.NoError(t, err)
 	mined := tx(nil, nonce, tip, feeCap, 21000, big.NewInt(1))
 	require.NoError(t, send(mined))
-	e.sim.Commit()
-	e.sim.Commit() // the pool drops mined transactions in the background: this waits for it
+	e.sim.Commit() // returns once the pool has dropped the mined transaction (simchain)
 	nonce++
 
 	pending := tx(nil, nonce, tip, feeCap, 21000, big.NewInt(1))

@@ -11,9 +11,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/sqlite"
 	"github.com/evmpay/evmpay/sweep"
@@ -32,7 +32,10 @@ func Example() {
 	payer := crypto.PubkeyToAddress(payerKey.PublicKey)
 	oneEther := new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil)
 
-	chain := simulated.NewBackend(types.GenesisAlloc{
+	// go-ethereum's simulated backend, whose Commit returns once the
+	// node's transaction pool is at the new block (simchain): the sweep
+	// sends from the deposit address right after the block that funds it.
+	chain := simchain.NewBackend(types.GenesisAlloc{
 		payer: {Balance: new(big.Int).Mul(big.NewInt(100), oneEther)},
 		crypto.PubkeyToAddress(sweepKey.PublicKey): {Balance: oneEther},
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
@@ -68,7 +69,7 @@ func (c *testClock) Advance(d time.Duration) {
 // a gas funder and a payer, and one merchant.
 type env struct {
 	t         testing.TB
-	sim       *simulated.Backend
+	sim       *simchain.Backend // Commit returns once the pool is at the new head
 	client    simulated.Client
 	st        store.Store
 	wallet    *hdwallet.Wallet
@@ -116,8 +117,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	if o.sweepWallet.Sign() > 0 {
 		alloc[crypto.PubkeyToAddress(sweepKey.PublicKey)] = types.Account{Balance: o.sweepWallet}
 	}
-	sim := simulated.NewBackend(alloc)
-	t.Cleanup(func() { _ = sim.Close() })
+	sim := simchain.New(t, alloc)
 
 	var st store.Store
 	if o.sqlite {

@@ -11,7 +11,6 @@ import (
 // errChainGuard wraps the chain guard's refusal: nothing was sent.
 var errChainGuard = errors.New("sweep: chain guard refused the node; nothing sent")
 
-
 // checkChain asks Config.ChainGuard, if any, whether the node still serves
 // the chain the stored transactions were signed for.
 func (s *Sweeper) checkChain(ctx context.Context) error {

@@ -157,7 +157,7 @@ func (s *Sweeper) confirm(p *pass, sweep *slot, fund []*slot) (outcome, error) {
 	if r.Status != types.ReceiptStatusSuccessful {
 		return failWith(ReasonReverted), nil
 	}
-	if block := r.BlockNumber.Uint64(); p.number-block < s.cfg.Confirmations {
+	if !s.final(p, r.BlockNumber.Uint64()) {
 		return outcome{status: store.SweepSent, sweepErr: new(string)}, nil
 	}
 	mined := *sweep.mined

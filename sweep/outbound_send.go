@@ -385,7 +385,7 @@ func (s *Sweeper) confirmOutbound(p *pass, o store.Outbound, sl *slot) (outcome,
 			return failWith(ReasonTokenTransferFailed), nil
 		}
 	}
-	if block := r.BlockNumber.Uint64(); p.number-block < s.cfg.Confirmations {
+	if !s.final(p, r.BlockNumber.Uint64()) {
 		return outcome{status: store.SweepSent, sweepErr: new(string)}, nil
 	}
 	return outcome{swept: &sweptResult{tx: *sl.mined}}, nil

@@ -56,6 +56,9 @@ type Sweeper struct {
 // New returns a Sweeper. It makes no network call: the chain id is read by
 // the first pass.
 func New(st Store, chain Chain, keys Keys, cfg Config) (*Sweeper, error) {
+	if err := store.CheckFinality(cfg.Finality, int(min(cfg.Confirmations, 1<<31))); err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

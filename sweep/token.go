@@ -503,7 +503,7 @@ func (s *Sweeper) confirmToken(p *pass, inv store.Invoice, token common.Address,
 	if r.Status != types.ReceiptStatusSuccessful || !hasTransferLog(r, token, inv.DepositAddress, c.to, c.value) {
 		return failWith(ReasonTokenTransferFailed), nil
 	}
-	if block := r.BlockNumber.Uint64(); p.number-block < s.cfg.Confirmations {
+	if !s.final(p, r.BlockNumber.Uint64()) {
 		return outcome{status: store.SweepSent, sweepErr: new(string)}, nil
 	}
 	mined := *sl.mined

@@ -65,7 +65,7 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 			if live.receipt.Status != types.ReceiptStatusSuccessful {
 				return failWith(ReasonReverted), false, nil
 			}
-			if p.number-live.receipt.BlockNumber.Uint64() < s.cfg.Confirmations {
+			if !s.final(p, live.receipt.BlockNumber.Uint64()) {
 				return outcome{status: store.SweepSent, sweepErr: new(string)}, false, nil
 			}
 			return outcome{}, true, nil

@@ -1,11 +1,12 @@
 // Command merchant-service is a merchant's own Go service with evmpay
-// inside: evmpay's invoice API mounted in its mux beside its own routes —
-// one of which receives evmpay's signed webhooks — and the indexer,
-// settlement, sweep and webhook dispatcher running beside the server.
+// inside: its shop route creates invoices through evmpay's Go API, the
+// checkout page and evmpay's API are mounted beside it, one of its routes
+// receives evmpay's signed webhooks, and evmpay's workers run beside the
+// server — all wired by hosts/service from one Config.
 //
 //	RPC_URL=http://127.0.0.1:8545 MNEMONIC='…' PAY_SECRET_KEY='…32+ bytes…' SETTLEMENT_ADDRESS=0x… go run ./examples/merchant-service
 //
-// main_test.go runs it on evmpaytest's simulated chain, from invoice to SETTLED.
+// main_test.go runs it on evmpaytest's simulated chain, from order to SETTLED.
 package main
 
 import (
@@ -22,17 +23,13 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/evmpay/evmpay/hdwallet"
-	"github.com/evmpay/evmpay/indexer"
+	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/invoice"
-	"github.com/evmpay/evmpay/settlement"
-	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/sqlite"
-	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -50,69 +47,69 @@ func main() {
 	if err := errors.Join(err, err2, err3, err4); err != nil {
 		log.Fatal(err)
 	}
-	if err := run(ctx, deps{src: indexer.NewRPCSource(node), chain: ethclient.NewClient(node), st: st, wallet: w,
-		secret: []byte(os.Getenv("PAY_SECRET_KEY")), payTo: common.HexToAddress(os.Getenv("SETTLEMENT_ADDRESS"))}, ln, os.Stdout); err != nil {
+	cfg := service.Config{Store: st, RPC: node, Wallet: w, SecretKey: []byte(os.Getenv("PAY_SECRET_KEY")),
+		PublicBaseURL: "http://" + ln.Addr().String(), AllowPrivateWebhooks: true} // its own webhooks come back to it on loopback
+	if err := run(ctx, cfg, common.HexToAddress(os.Getenv("SETTLEMENT_ADDRESS")), ln, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// deps are what the service takes from outside: main reads them from the
-// environment; main_test.go passes evmpaytest's simulated chain and store.
-type deps struct {
-	src    indexer.Source // indexer.NewRPCSource keeps the node's block hashes (right on Cosmos EVM chains)
-	chain  sweep.Chain    // an *ethclient.Client
-	st     store.Store
-	wallet *hdwallet.Wallet // deposit addresses and the sweep wallet
-	secret []byte           // PAY_SECRET_KEY: seals api keys and webhook secrets
-	payTo  common.Address   // where sweeps send the merchant's funds
-	poll   time.Duration    // how often evmpay polls; 0: its defaults
-}
-
-// run serves the shop on ln and runs evmpay's workers beside it until ctx ends.
-func run(ctx context.Context, d deps, ln net.Listener, out io.Writer) error {
-	chainID, err := d.chain.ChainID(ctx)
-	sweepKey, err2 := d.wallet.SweepKey()
-	creds, err3 := invoice.NewCredentials(d.secret)
+// run serves the shop on ln and runs evmpay beside it until ctx ends.
+func run(ctx context.Context, cfg service.Config, payTo common.Address, ln net.Listener, out io.Writer) error {
+	svc, err := service.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// The merchant is the shop's own, found by its id at every start: no
+	// API key to keep.
+	m, _, err := svc.Invoices.EnsureMerchant(ctx, "my-shop", invoice.MerchantParams{Name: "my shop",
+		SettlementAddress: payTo, WebhookURL: "http://" + ln.Addr().String() + "/hooks/evmpay"})
+	shop, err2 := svc.Invoices.Owner(ctx, m.ID)
+	secret, err3 := svc.Invoices.WebhookSecret(ctx, m.ID)
 	if err := errors.Join(err, err2, err3); err != nil {
 		return err
 	}
-	invoices, err := invoice.New(d.st, creds, d.wallet.Deriver(), chainID.Uint64(), invoice.Config{})
-	ix, err2 := indexer.New(d.src, d.st, indexer.Config{Backfill: true, PollInterval: d.poll})
-	settler, err3 := settlement.New(d.st, settlement.Config{PollInterval: d.poll})
-	sweeper, err4 := sweep.New(d.st, d.chain, sweep.Keys{Deposits: d.wallet, Wallet: sweep.NewKeySigner(sweepKey)}, sweep.Config{PollInterval: d.poll})
-	hooks, err5 := webhook.New(d.st, creds, webhook.Config{PollInterval: d.poll})
-	if err := errors.Join(err, err2, err3, err4, err5); err != nil {
-		return err
-	}
-	m, err := invoices.CreateMerchant(ctx, invoice.MerchantParams{Name: "my shop", SettlementAddress: d.payTo,
-		WebhookURL: "http://" + ln.Addr().String() + "/hooks/evmpay"})
+	verifier, err := webhook.NewVerifier(secret)
 	if err != nil {
 		return err
 	}
-	verifier, err := webhook.NewVerifier(m.WebhookSecret)
-	if err != nil {
-		return err
-	}
+
 	mux := http.NewServeMux()
-	invoices.Routes(mux) // POST /v1/invoices, GET /v1/invoices/{id}, …
+	mux.Handle("/", svc.Handler()) // the checkout page, evmpay's API
+	// The shop's own route: an order becomes an invoice, idempotently by
+	// the order's id.
+	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		inv, err := svc.Invoices.CreateInvoice(r.Context(), shop, "order-"+id,
+			invoice.InvoiceParams{AmountFormatted: "0.25", OrderID: id})
+		if err != nil {
+			http.Error(w, invoice.ErrorCode(err), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"invoice_id": inv.ID, "pay": inv.PaymentURI, "checkout": inv.CheckoutURL})
+	})
 	mux.HandleFunc("POST /hooks/evmpay", func(w http.ResponseWriter, r *http.Request) {
 		var p webhook.Payload
-		var inv struct{ ID int64 } // the members of the invoice this route uses
+		var inv struct {
+			OrderID string `json:"order_id"`
+		} // the members of the invoice this route uses
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil || verifier.Verify(r.Header, body) != nil || json.Unmarshal(body, &p) != nil || json.Unmarshal(p.Data, &inv) != nil {
 			http.Error(w, "invalid webhook", http.StatusBadRequest)
 			return
 		}
-		fmt.Fprintf(out, "%s: invoice %d\n", p.Type, inv.ID) // mark the order paid, ship it, …
+		fmt.Fprintf(out, "%s: order %s\n", p.Type, inv.OrderID) // mark the order paid, ship it, …
 	})
-	fmt.Fprintf(out, "listening on http://%s\napi_key %s\n", ln.Addr(), m.APIKey)
+	fmt.Fprintf(out, "listening on http://%s\n", ln.Addr())
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	g, ctx := errgroup.WithContext(ctx)
-	for _, work := range []func(context.Context) error{invoices.Run, ix.Run, settler.Run, sweeper.Run, hooks.Run} {
-		g.Go(func() error { return work(ctx) })
-	}
-	g.Go(func() error { <-ctx.Done(); return srv.Shutdown(context.Background()) })
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return svc.Run(gctx) }) // indexer, settlement, sweep, webhooks: the first failure stops all
+	g.Go(func() error {
+		<-gctx.Done()
+		return srv.Shutdown(context.Background())
+	})
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

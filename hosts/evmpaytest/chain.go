@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +16,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
-	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
 	"github.com/evmpay/evmpay/indexer"
@@ -79,20 +76,84 @@ var defaultBalance = new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)
 // (Mine, and Pay, which mines the payment's block). Its methods fail the
 // test on error: call them from the test's goroutine.
 type Chain struct {
-	tb       testing.TB
-	backend  *simulated.Backend
+	tb       reporter
+	backend  *simchain.Backend
 	client   simulated.Client
 	accounts []Account
-	ipc      string
+
+	// closers are StartChain's clean-ups, run by Close.
+	closers *panicker
 
 	mu     sync.Mutex // serializes sends and seals
-	rpc    *rpc.Client
 	source *indexer.ClientSource
 }
 
 // NewChain starts a simulated chain that is closed when the test ends.
 func NewChain(tb testing.TB, cfg ChainConfig) *Chain {
 	tb.Helper()
+	return newChain(tb, cfg)
+}
+
+// reporter is the part of testing.TB the Chain uses; StartChain's
+// (outside a test) panics instead of failing a test.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// StartChain starts a simulated chain outside a test — a demo program, an
+// example — with the funded accounts and helpers of NewChain. Its methods
+// panic where NewChain's would fail the test. Close stops it.
+func StartChain(cfg ChainConfig) (c *Chain, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	p := &panicker{}
+	c = newChain(p, cfg)
+	c.closers = p
+	return c, nil
+}
+
+// Close stops a chain started with StartChain (NewChain's stops when its
+// test ends).
+func (c *Chain) Close() error {
+	if c.closers != nil {
+		c.closers.run()
+	}
+	return nil
+}
+
+// panicker is a reporter outside tests: failures panic, clean-ups run at
+// Close.
+type panicker struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (p *panicker) Helper()                           {}
+func (p *panicker) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (p *panicker) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (p *panicker) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fns = append(p.fns, f)
+}
+
+func (p *panicker) run() {
+	p.mu.Lock()
+	fns := p.fns
+	p.fns = nil
+	p.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
+func newChain(tb reporter, cfg ChainConfig) *Chain {
 	n := cfg.Accounts
 	if n == 0 {
 		n = 3
@@ -123,24 +184,11 @@ func NewChain(tb testing.TB, cfg ChainConfig) *Chain {
 	for _, a := range cfg.Fund {
 		alloc[a] = types.Account{Balance: new(big.Int).Set(balance)}
 	}
-	// The node also serves its JSON-RPC on a Unix socket in a directory of
-	// its own (short: a socket path has ~100 bytes), for RPC.
-	dir, err := os.MkdirTemp("", "evmpaytest-")
-	if err != nil {
-		tb.Fatalf("evmpaytest: %v", err)
-	}
-	c.ipc = filepath.Join(dir, "node.ipc")
-	c.backend = simulated.NewBackend(alloc, func(nc *node.Config, _ *ethconfig.Config) { nc.IPCPath = c.ipc })
+	// simchain: blocks sealed by the kit return once the node's
+	// transaction pool has moved to them, and the node serves its JSON-RPC
+	// on a Unix socket, for RPC.
+	c.backend = simchain.New(tb, alloc)
 	c.client = c.backend.Client()
-	tb.Cleanup(func() {
-		c.mu.Lock()
-		if c.rpc != nil {
-			c.rpc.Close()
-		}
-		c.mu.Unlock()
-		_ = c.backend.Close()
-		_ = os.RemoveAll(dir)
-	})
 	return c
 }
 
@@ -165,21 +213,20 @@ func (c *Chain) Source() *indexer.ClientSource {
 // is closed when the test ends.
 func (c *Chain) RPC() *rpc.Client {
 	c.tb.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.rpc == nil {
-		r, err := rpc.DialIPC(context.Background(), c.ipc)
-		if err != nil {
-			c.tb.Fatalf("evmpaytest: dial the simulated node: %v", err)
-		}
-		c.rpc = r
+	r, err := c.backend.RPC()
+	if err != nil {
+		c.tb.Fatalf("evmpaytest: %v", err)
 	}
-	return c.rpc
+	return r
 }
 
 // Backend is the simulated backend itself, for what the kit does not wrap
-// (Fork to make a reorg, AdjustTime).
-func (c *Chain) Backend() *simulated.Backend { return c.backend }
+// (Fork to make a reorg, AdjustTime). It is go-ethereum's
+// simulated.Backend (embedded) whose Commit, Fork and AdjustTime return
+// once the node's transaction pool has moved to the new head
+// (hosts/evmpaytest/simchain): a transaction sent right after them is
+// checked against the new head's balances and nonces.
+func (c *Chain) Backend() *simchain.Backend { return c.backend }
 
 // Accounts are the funded accounts, in TestMnemonic's order.
 func (c *Chain) Accounts() []Account { return c.accounts }

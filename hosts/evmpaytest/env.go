@@ -17,14 +17,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/wait"
+	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -79,6 +80,13 @@ type Config struct {
 	// failing the test. Defaults to wait.Poll's defaults: every 5 ms, for
 	// up to 2 minutes.
 	Wait wait.Poll
+	// Pricer prices invoices in fiat currencies (invoice/pricing; for
+	// tests, pricing.NewFixed sources). Defaults to nil: no fiat pricing.
+	Pricer *pricing.Pricer
+	// CaptureWebhooks gives the Merchant a Receiver (Env.Webhooks) as its
+	// webhook_url: every delivery verified and kept. Defaults to false
+	// (WebhookURL, or none).
+	CaptureWebhooks bool
 }
 
 // Token is a test stablecoin to deploy (testtoken.Stable: EIP-2612
@@ -119,6 +127,15 @@ type Env struct {
 	APIKey string
 	// WebhookSecret verifies the Merchant's webhooks (webhook.Verifier).
 	WebhookSecret string
+	// Owner is the Merchant acting through the Go API (Invoices'
+	// CreateInvoice, CreateRefund, …), without a key.
+	Owner invoice.Principal
+	// Service is evmpay wired by hosts/service, running until the test
+	// ends.
+	Service *service.Service
+	// Webhooks receives the Merchant's webhooks when
+	// Config.CaptureWebhooks is set.
+	Webhooks *Receiver
 
 	tb  testing.TB
 	cfg Config
@@ -184,86 +201,50 @@ func newWallet(tb testing.TB, phrase string) *hdwallet.Wallet {
 	return w
 }
 
-// start wires evmpay's packages as payd does (hosts/payd/app.go) and runs
-// them until the test ends.
+// start wires evmpay's packages with hosts/service, as payd and embedders
+// do, and runs them until the test ends.
 func (e *Env) start(sweepKey *ecdsa.PrivateKey) {
 	tb, cfg, ctx := e.tb, e.cfg, context.Background()
 	tb.Helper()
 	secret := make([]byte, invoice.MinSecretKeyLen)
 	_, _ = rand.Read(secret)
-	creds, err := invoice.NewCredentials(secret)
-	must(tb, err)
 	mux := httpapi.NewMux()
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	e.URL = srv.URL
-	assets := e.assets()
-	var tokens []common.Address
-	for _, t := range e.Tokens {
-		tokens = append(tokens, t.Address)
-	}
+	retryMin, retryMax := cfg.PollInterval, 20*cfg.PollInterval
 	log := func(component string) *slog.Logger { return cfg.Logger.With("component", component) }
-
-	e.Invoices, err = invoice.New(e.Store, creds, e.Wallet.Deriver(), ChainID, invoice.Config{
-		Assets: assets[1:], BaseURL: srv.URL, Confirmations: cfg.Confirmations, Now: cfg.Now, Logger: log("invoice"),
-		Merchants: invoice.MerchantRules{Chain: e.Chain.Client(), ServiceAddresses: []common.Address{crypto.PubkeyToAddress(sweepKey.PublicKey)}},
+	svc, err := service.New(ctx, service.Config{
+		Store: e.Store, RPC: e.Chain.RPC(), Source: e.Chain.Source(), SecretKey: secret, Wallet: e.Wallet,
+		Confirmations: cfg.Confirmations, Tokens: e.assets()[1:], Pricer: cfg.Pricer, PublicBaseURL: srv.URL,
+		AllowPrivateWebhooks: true, PollInterval: cfg.PollInterval, Backfill: true, Logger: cfg.Logger,
+		Invoice:    invoice.Config{Now: cfg.Now, Logger: log("invoice")},
+		Indexer:    indexer.Config{RetryMin: retryMin, RetryMax: retryMax, LockRetryInterval: retryMax, Now: cfg.Now},
+		Settlement: settlement.Config{RetryMin: retryMin, RetryMax: retryMax, LockRetryInterval: retryMax, Now: cfg.Now},
+		Sweep:      sweep.Config{IdleInterval: retryMax, RetryBackoff: retryMax, Now: cfg.Now},
+		Webhook:    webhook.Config{Now: cfg.Now},
 	})
 	must(tb, err)
-	e.Invoices.Routes(mux)
-	deliveries, err := webhook.NewDeliveriesAPI(e.Store, e.Invoices, webhook.DeliveriesAPIConfig{Now: cfg.Now, Logger: log("webhook")})
-	must(tb, err)
-	deliveries.Register(mux)
+	e.Service, e.Invoices = svc, svc.Invoices
+	svc.Register(mux)
+	webhookURL := cfg.WebhookURL
+	if cfg.CaptureWebhooks {
+		e.Webhooks = NewReceiver(tb, "")
+		webhookURL = e.Webhooks.URL
+	}
 	settlementKey, err := crypto.GenerateKey()
 	must(tb, err)
 	m, err := e.Invoices.CreateMerchant(ctx, invoice.MerchantParams{Name: "evmpaytest merchant",
-		WebhookURL: cfg.WebhookURL, SettlementAddress: crypto.PubkeyToAddress(settlementKey.PublicKey)})
+		WebhookURL: webhookURL, SettlementAddress: crypto.PubkeyToAddress(settlementKey.PublicKey)})
 	must(tb, err)
 	e.Merchant, e.APIKey, e.WebhookSecret = m.Merchant, m.APIKey, m.WebhookSecret
-
-	retryMin, retryMax := cfg.PollInterval, 20*cfg.PollInterval
-	ix, err := indexer.New(e.Chain.Source(), e.Store, indexer.Config{Backfill: true, Tokens: tokens,
-		PollInterval: cfg.PollInterval, RetryMin: retryMin, RetryMax: retryMax, LockRetryInterval: retryMax,
-		Now: cfg.Now, Logger: log("indexer")})
-	must(tb, err)
-	settler, err := settlement.New(e.Store, settlement.Config{Confirmations: cfg.Confirmations, Assets: assets,
-		PollInterval: cfg.PollInterval, RetryMin: retryMin, RetryMax: retryMax, LockRetryInterval: retryMax,
-		Now: cfg.Now, Logger: log("settlement")})
-	must(tb, err)
-	sweeper, err := sweep.New(e.Store, e.Chain.Client(), sweep.Keys{Deposits: e.Wallet, Wallet: sweep.NewKeySigner(sweepKey)},
-		sweep.Config{Confirmations: uint64(cfg.Confirmations), PollInterval: cfg.PollInterval, IdleInterval: retryMax,
-			RetryBackoff: retryMax, Now: cfg.Now, Logger: log("sweep")})
-	must(tb, err)
-	dispatcher, err := webhook.New(e.Store, creds, webhook.Config{PollInterval: cfg.PollInterval, Now: cfg.Now, Logger: log("webhook")})
-	must(tb, err)
-
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	workers := map[string]func(context.Context) error{"invoice": e.Invoices.Run, "indexer": ix.Run,
-		"settlement": settler.Run, "sweep": sweeper.Run, "webhooks": dispatcher.Run}
-	errs := make(chan error, len(workers))
-	for name, run := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(runCtx); err != nil {
-				err = fmt.Errorf("the %s worker stopped: %w", name, err)
-				e.mu.Lock()
-				if e.stopped == nil && runCtx.Err() == nil {
-					e.stopped = err
-				}
-				e.mu.Unlock()
-				errs <- err
-			}
-		}()
+	if e.Webhooks != nil {
+		e.Webhooks.SetSecret(m.WebhookSecret)
 	}
-	tb.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			tb.Errorf("evmpaytest: %v", err)
-		}
-	})
+	e.Owner, err = e.Invoices.Owner(ctx, m.Merchant.ID)
+	must(tb, err)
+	_ = sweepKey
+	e.Go("evmpay", svc.Run)
 }
 
 // assets are the accepted assets: the native coin, then the tokens.

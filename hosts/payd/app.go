@@ -22,11 +22,13 @@ import (
 
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/hosts/dashboard"
+	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/checkout"
 	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/rpcproxy"
+	"github.com/evmpay/evmpay/rpcproxy/nodes"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -104,7 +106,10 @@ type appConfig struct {
 	xpub string
 
 	confirmations int
-	sweepPolicy   sweep.Policy
+	// finality is the chain's finality mode (store.FinalityDepth,
+	// store.FinalityInstant).
+	finality    string
+	sweepPolicy sweep.Policy
 	// minGasPrice is the node's minimum gas price in wei: sweep
 	// transactions are never priced below it. Zero: none.
 	minGasPrice  store.Amount
@@ -179,15 +184,21 @@ type app struct {
 	pricer *pricing.Pricer
 
 	adminToken string
-	creds      *invoice.Credentials
-	invoices   *invoice.Service
-	sweeper    *sweep.Sweeper
-	dashboard  *dashboard.Dashboard // the merchant dashboard at /dashboard (api role)
+	// svc is evmpay's parts of this process's roles, wired by
+	// hosts/service: invoices and sweeper are its.
+	svc      *service.Service
+	invoices *invoice.Service
+	sweeper  *sweep.Sweeper
+	// dashboard is the merchant dashboard at /dashboard (api role).
+	dashboard *dashboard.Dashboard
 
 	mux        *httpapi.Mux // the HTTP API listener's routes
 	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
 	proxy      *rpcproxy.Proxy
-	workers    []worker
+	// pool is the chain's nodes when RPC_URL lists several: every role
+	// reads and sends through it (failover; docs/chains.md).
+	pool    *nodes.Pool
+	workers []worker
 
 	httpLn, proxyLn, metricsLn net.Listener
 }
@@ -211,14 +222,15 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}()
 
 	var err error
-	if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
+	if urls := nodeURLs(cfg.rpcURL); len(urls) > 1 {
+		if err := a.startNodePool(ctx, urls); err != nil {
+			return nil, err
+		}
+	} else if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
 		return nil, fmt.Errorf("chain node %s: %w", redactURL(cfg.rpcURL), err)
 	}
 	a.eth = ethclient.NewClient(a.rpc)
 	if err := a.checkChain(ctx); err != nil {
-		return nil, err
-	}
-	if err := a.checkIdentity(ctx); err != nil {
 		return nil, err
 	}
 	if a.assets, a.tokenSupplies, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
@@ -235,7 +247,6 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 		if a.pricer, err = a.buildPricer(a.eth); err != nil {
 			return nil, err
 		}
-		a.startPricer(ctx)
 	}
 	if cfg.roles[roleAPI] || cfg.roles[roleSweep] {
 		if a.adminToken, err = loadAdminToken(ctx, cfg.keys); err != nil {
@@ -252,6 +263,9 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 			return nil, fmt.Errorf("--rpc-proxy %s: %w (choose another address)", cfg.proxyAddr, err)
 		}
 	}
+	if err := a.buildService(ctx); err != nil {
+		return nil, err
+	}
 	build := []struct {
 		role string
 		fn   func(context.Context) error
@@ -260,7 +274,6 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 		{roleGateway, a.buildGateway},
 		{roleSettlement, a.buildSettlement},
 		{roleSweep, a.buildSweep},
-		{roleWebhooks, a.buildWebhooks},
 	}
 	for _, b := range build {
 		if cfg.roles[b.role] {
@@ -287,6 +300,62 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	return a, nil
 }
 
+// nodeURLs splits RPC_URL's comma-separated list of one chain's nodes.
+func nodeURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// startNodePool makes the chain's nodes one (rpcproxy/nodes): a read goes
+// to a healthy node that is not behind, never below a head already served;
+// a transaction goes to every node. Each node is checked against the
+// chain the database holds (its identity) before it is used; at least one
+// must pass at start.
+func (a *app) startNodePool(ctx context.Context, urls []string) error {
+	pool, err := nodes.New(urls, nodes.Config{
+		ChainID:        a.cfg.chainID,
+		RequestTimeout: 30 * time.Second, // the heaviest call the proxy allows
+		Registerer:     a.metrics(),
+		Logger:         a.log.With("component", "nodes"),
+		Guard: func(ctx context.Context, _ string, c *rpc.Client) error {
+			id, err := indexer.NewIdentity(indexer.NewRPCSource(c), a.st, indexer.IdentityConfig{ChainID: a.cfg.chainID})
+			if err != nil {
+				return err
+			}
+			_, err = id.Check(ctx)
+			return err
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("RPC_URL: %w", err)
+	}
+	if err := pool.Check(ctx); err != nil {
+		return fmt.Errorf("RPC_URL: no usable chain node at start: %w", err)
+	}
+	if a.rpc, err = pool.Client(ctx); err != nil {
+		return err
+	}
+	a.pool = pool
+	a.workers = append(a.workers, worker{"nodes", pool.Run})
+	a.log.Info("chain nodes", "nodes", len(urls), "usable", usable(pool.Status()))
+	return nil
+}
+
+func usable(st []nodes.NodeStatus) int {
+	n := 0
+	for _, s := range st {
+		if s.Up {
+			n++
+		}
+	}
+	return n
+}
+
 // checkChain reads the node's chain id and compares it with the expected
 // one (CHAIN_ID): paying into the wrong chain loses money.
 func (a *app) checkChain(ctx context.Context) error {
@@ -304,42 +373,64 @@ func (a *app) checkChain(ctx context.Context) error {
 	return nil
 }
 
-// checkIdentity records the chain's identity at the first start and, at
-// every start, refuses a node that serves another chain (a reset dev
-// chain, a new network with the same chain id, a wrong node behind a load
-// balancer). A node far behind the index starts not ready. The check then
-// runs in the background for as long as the process runs.
-func (a *app) checkIdentity(ctx context.Context) error {
-	var err error
-	a.identity, err = indexer.NewIdentity(indexer.NewRPCSource(a.rpc), a.st, indexer.IdentityConfig{
-		ChainID:       a.chainID,
-		CheckInterval: a.cfg.chainCheckEvery,
-		Logger:        a.log.With("component", "chain-identity"),
-	})
+// buildService wires evmpay's parts of this process's roles with
+// hosts/service — the chain's identity recorded at the first start and
+// checked at every start and in the background (a node that serves
+// another chain is refused, never taken for a reorg), the confirmations
+// set once, the pricer checked — from payd's configuration and keys.
+func (a *app) buildService(ctx context.Context) error {
+	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway], Settlement: a.cfg.roles[roleSettlement],
+		Sweep: a.cfg.roles[roleSweep], Webhooks: a.cfg.roles[roleWebhooks]}
+	cfg := service.Config{
+		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Finality: a.cfg.finality, Tokens: a.assets,
+		Pricer: a.pricer, PublicBaseURL: a.publicBaseURL(), AllowPrivateWebhooks: !a.cfg.blockPrivateWH,
+		Roles: roles, Backfill: a.cfg.backfill, Logger: a.log,
+		Identity: indexer.IdentityConfig{CheckInterval: a.cfg.chainCheckEvery},
+		// Metrics: every name starts with evmpay_ (sweep's already do).
+		Indexer:    indexer.Config{Registerer: a.metrics()},
+		Settlement: settlement.Config{Registerer: a.metrics()},
+		Webhook:    webhook.Config{Registerer: a.metrics()},
+		Sweep: sweep.Config{Policy: a.cfg.sweepPolicy, TokenPaths: tokenPaths(a.cfg.tokens), MinGasPrice: a.cfg.minGasPrice,
+			OperatorToken: a.adminToken, Registerer: a.reg},
+	}
+	if roles.API || roles.Webhooks {
+		var err error
+		if cfg.SecretKey, err = loadSecretKey(ctx, a.cfg.keys); err != nil {
+			return err
+		}
+	}
+	if roles.API {
+		if err := a.apiConfig(ctx, &cfg); err != nil {
+			return fmt.Errorf("api role: %w", err)
+		}
+	}
+	if roles.Sweep {
+		w, err := loadWallet(ctx, a.cfg.keys)
+		if err != nil {
+			return fmt.Errorf("sweep role: %w", err)
+		}
+		keys, err := sweepKeys(ctx, a.cfg.keys, w, a.log)
+		if err != nil {
+			return fmt.Errorf("sweep role: %w", err)
+		}
+		// Refunds and payouts leave from the merchants' payout wallets.
+		if keys.Payouts, err = payoutSigner(ctx, a.cfg.keys, w); err != nil {
+			return fmt.Errorf("sweep role: %w", err)
+		}
+		cfg.Keys = &keys
+	}
+	svc, err := service.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	s, err := a.identity.Check(ctx)
-	switch {
-	case errors.Is(err, store.ErrNodeBehind):
-		a.log.Warn("the chain node is far behind the indexed chain: not ready until it catches up", "err", err)
-	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
-		return fmt.Errorf("refusing to start: %w", err)
-	case err != nil:
-		return fmt.Errorf("chain identity check against %s: %w", redactURL(a.cfg.rpcURL), err)
-	default:
-		a.log.Info("chain identity verified", "chain_id", s.ChainID, "genesis", s.GenesisHash.Hex(),
-			"node_head", s.NodeHead, "indexed_tip", s.IndexedTip, "verified_at_block", s.VerifiedAt)
-	}
-	a.workers = append(a.workers, worker{"chain-identity", a.identity.Run})
+	a.svc, a.identity, a.invoices, a.sweeper = svc, svc.Identity, svc.Invoices, svc.Sweeper
+	a.workers = append(a.workers, worker{"evmpay", svc.Run})
 	return nil
 }
 
-func (a *app) buildAPI(ctx context.Context) error {
-	creds, err := a.credentials(ctx)
-	if err != nil {
-		return err
-	}
+// apiConfig sets the API role's settings: deposit addresses (from PAY_XPUB
+// or the mnemonic's public part), the merchants' rules, the checkout page.
+func (a *app) apiConfig(ctx context.Context, cfg *service.Config) error {
 	deriver, err := a.deriver(ctx)
 	if err != nil {
 		return err
@@ -352,50 +443,33 @@ func (a *app) buildAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	base := a.publicBaseURL()
-	a.invoices, err = invoice.New(a.st, creds, deriver, a.chainID, invoice.Config{
-		Assets:                    a.assets,
+	cfg.Deriver = deriver
+	cfg.Invoice = invoice.Config{
 		TokenMaxAmounts:           a.tokenSupplies,
 		PublicLookups:             invoice.LookupLimit{TrustedProxies: a.cfg.trustedProxies},
-		BaseURL:                   base,
-		CheckoutURL:               base + "/checkout",
-		ClaimURL:                  base + "/claim",
 		AllowLoopbackHTTPRedirect: a.cfg.loopbackRedirects,
-		Confirmations:             a.cfg.confirmations,
 		AdminToken:                a.adminToken,
 		OpenAPI:                   doc,
 		Merchants:                 rules,
-		Pricer:                    a.invoicePricer(),
-		Logger:                    a.log.With("component", "invoice"),
-	})
-	if err != nil {
-		return err
 	}
-	a.invoices.Routes(a.mux)
 	rpcURL := a.cfg.publicRPCURL
 	if a.cfg.selfRPCURL {
 		rpcURL = a.proxyURL()
 	}
-	page, err := checkout.New(checkout.Config{
+	cfg.Checkout = checkout.Config{
 		ChainName:          a.cfg.chainName,
 		RPCURL:             rpcURL,
 		FrameAncestors:     a.cfg.frameAncestors,
 		ExplorerTxURL:      a.cfg.explorerTxURL,
 		ExplorerAddressURL: a.cfg.explorerAddressURL,
-		Logger:             a.log.With("component", "checkout"),
-	})
-	if err != nil {
-		return err
 	}
-	page.Routes(a.mux)
-	a.workers = append(a.workers, worker{"invoice", a.invoices.Run})
+	return nil
+}
 
-	// The deliveries API checks its keys' scopes like the invoice API.
-	deliveries, err := webhook.NewDeliveriesAPI(a.st, a.invoices.RouteAuthenticator(), webhook.DeliveriesAPIConfig{Logger: a.log.With("component", "webhook")})
-	if err != nil {
-		return err
-	}
-	deliveries.Register(a.mux)
+// buildAPI mounts the API role's routes: evmpay's (the invoice API, the
+// checkout and claim pages, the deliveries API) and the reconciliation.
+func (a *app) buildAPI(ctx context.Context) error {
+	a.svc.Register(a.mux)
 	if err := a.buildDashboard(ctx); err != nil {
 		return err
 	}
@@ -407,20 +481,6 @@ func (a *app) buildAPI(ctx context.Context) error {
 // do).
 func (a *app) metrics() prometheus.Registerer {
 	return prometheus.WrapRegistererWithPrefix("evmpay_", a.reg)
-}
-
-// credentials opens the keys derived from PAY_SECRET_KEY (api-key digests,
-// webhook secrets), once per process.
-func (a *app) credentials(ctx context.Context) (*invoice.Credentials, error) {
-	if a.creds != nil {
-		return a.creds, nil
-	}
-	key, err := loadSecretKey(ctx, a.cfg.keys)
-	if err != nil {
-		return nil, err
-	}
-	a.creds, err = invoice.NewCredentials(key)
-	return a.creds, err
 }
 
 // deriver is the api role's public-only view of the deposit wallet: from
@@ -440,28 +500,21 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 }
 
 func (a *app) buildGateway(ctx context.Context) error {
-	ix, err := indexer.New(indexer.NewRPCSource(a.rpc), a.st, indexer.Config{
-		Tokens:     a.tokenAddresses(),
-		Backfill:   a.cfg.backfill,
-		ChainID:    a.chainID,
-		Registerer: a.metrics(),
-		Logger:     a.log.With("component", "indexer"),
-	})
-	if err != nil {
-		return err
+	var err error
+	upstream := a.cfg.rpcURL
+	var pool http.RoundTripper
+	if a.pool != nil {
+		upstream, pool = "", a.pool
 	}
-	a.workers = append(a.workers, worker{"indexer", ix.Run})
-	a.proxy, err = rpcproxy.New(a.cfg.rpcURL, rpcproxy.Config{
+	a.proxy, err = rpcproxy.New(upstream, rpcproxy.Config{
+		Upstream:       pool,
 		Rate:           rate.Limit(a.cfg.proxyRate),
 		TrustedProxies: a.cfg.trustedProxies,
 		Burst:          a.cfg.proxyBurst,
 		Registerer:     a.metrics(),
 		Logger:         a.log.With("component", "rpcproxy"),
 	})
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // tokenAddresses are the accepted tokens' contracts, whose Transfer logs
@@ -476,80 +529,18 @@ func (a *app) tokenAddresses() []common.Address {
 	return out
 }
 
+// buildSettlement adds the settlement role's housekeeping: archiving.
 func (a *app) buildSettlement(context.Context) error {
-	cfg := settlement.Config{
-		Confirmations: a.cfg.confirmations,
-		Assets:        append([]store.Asset{store.NativeAsset(invoice.DefaultNativeSymbol)}, a.assets...),
-		Registerer:    a.metrics(),
-		Logger:        a.log.With("component", "settlement"),
-	}
-	if a.pricer != nil {
-		cfg.Valuer = a.pricer // late payments beyond the window, valued at today's rates too
-	}
-	s, err := settlement.New(a.st, cfg)
-	if err != nil {
-		return err
-	}
-	a.workers = append(a.workers, worker{"settlement", s.Run}, worker{"archive", a.runArchive})
+	a.workers = append(a.workers, worker{"archive", a.runArchive})
 	return nil
 }
 
-func (a *app) buildSweep(ctx context.Context) error {
-	w, err := loadWallet(ctx, a.cfg.keys)
-	if err != nil {
-		return err
-	}
-	keys, err := sweepKeys(ctx, a.cfg.keys, w, a.log)
-	if err != nil {
-		return err
-	}
-	// Refunds and payouts leave from the merchants' payout wallets.
-	if keys.Payouts, err = payoutSigner(ctx, a.cfg.keys, w); err != nil {
-		return err
-	}
+// buildSweep adds the sweep role's key health checks (/readyz says when
+// an HSM or KMS key cannot be reached).
+func (a *app) buildSweep(context.Context) error {
 	if kr, ok := a.cfg.keys.(*keyring); ok {
-		// /readyz says when an HSM or KMS key cannot be reached.
 		a.workers = append(a.workers, worker{"key-health", func(ctx context.Context) error { return kr.runHealth(ctx, a.cfg.keyCheckEvery) }})
 	}
-	var valuer sweep.Valuer
-	if a.pricer != nil {
-		valuer = a.pricer // the gas of fiat invoices' sweeps, in fiat at the rate of the moment
-	}
-	a.sweeper, err = sweep.New(a.st, a.eth, keys, sweep.Config{
-		Valuer:        valuer,
-		Policy:        a.cfg.sweepPolicy,
-		TokenPaths:    tokenPaths(a.cfg.tokens),
-		Tokens:        a.tokenAddresses(),
-		Confirmations: uint64(a.cfg.confirmations),
-		MinGasPrice:   a.cfg.minGasPrice,
-		// No stored signed transaction goes to a node that serves another
-		// chain than the one it was signed for (same chain id).
-		ChainGuard:    a.identity,
-		OperatorToken: a.adminToken,
-		Registerer:    a.reg,
-		Logger:        a.log.With("component", "sweep"),
-	})
-	if err != nil {
-		return err
-	}
-	a.workers = append(a.workers, worker{"sweep", a.sweeper.Run})
-	return nil
-}
-
-func (a *app) buildWebhooks(ctx context.Context) error {
-	creds, err := a.credentials(ctx)
-	if err != nil {
-		return err
-	}
-	d, err := webhook.New(a.st, creds, webhook.Config{
-		BlockPrivateNetworks: a.cfg.blockPrivateWH,
-		Registerer:           a.metrics(),
-		Logger:               a.log.With("component", "webhook"),
-	})
-	if err != nil {
-		return err
-	}
-	a.workers = append(a.workers, worker{"webhooks", d.Run})
 	return nil
 }
 

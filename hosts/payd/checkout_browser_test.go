@@ -21,9 +21,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/makiuchi-d/gozxing"
-	"github.com/makiuchi-d/gozxing/qrcode"
 	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest/qrscan"
 )
 
 // The checkout page's browser tests: headless Chromium through chromedp,
@@ -53,15 +53,26 @@ func newBrowser(t *testing.T) *browser {
 }
 
 // tab is one page in the browser, with what it reported: failed loads,
-// console errors and uncaught exceptions.
+// console errors and uncaught exceptions. Its helpers fail its t: a
+// subtest uses tb.in(t).
 type tab struct {
-	t   *testing.T
+	t *testing.T
+	*tabState
+}
+
+// tabState is the page itself, shared by its tabs' views.
+type tabState struct {
 	ctx context.Context
 
 	mu       sync.Mutex
 	failed   []string // "status url" of every answer >= 400
 	problems []string // console errors and uncaught exceptions
 }
+
+// in is the same page for a subtest: its helpers fail t, so that a
+// failure stops the subtest that saw it, never the test that opened the
+// page ("subtest may have called FailNow on a parent test").
+func (tb *tab) in(t *testing.T) *tab { return &tab{t: t, tabState: tb.tabState} }
 
 // probes run in the page before its own script: CSP violations and
 // uncaught errors are recorded where the test can read them, and so is
@@ -127,7 +138,7 @@ func (b *browser) open(t *testing.T, url string, width int64, setup ...chromedp.
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	t.Cleanup(cancel)
-	tb := &tab{t: t, ctx: ctx}
+	tb := &tab{t: t, tabState: &tabState{ctx: ctx}}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		tb.mu.Lock()
 		defer tb.mu.Unlock()
@@ -281,12 +292,13 @@ func (tb *tab) eval(expr string, out any) {
 	})))
 }
 
-// servedQR is the QR code the page shows, decoded from the image it was
+// servedQR is the QR code the page shows, read from the image it was
 // served, never from a screenshot: the image element's own picture (the
 // API's SVG behind its blob: URL) is drawn on a canvas at its natural size,
-// 8 pixels per module, which the decoder always reads, however the page
-// is painted or scaled on screen.
-func (tb *tab) servedQR() (string, error) {
+// 8 pixels per module, and its module grid is read and decoded (qrscan:
+// deterministic, unlike a scanner's finder-pattern search). It also
+// returns the quiet zone around the symbol, in modules.
+func (tb *tab) servedQR() (string, int, error) {
 	var dataURL string
 	tb.eval(`(async () => {
 		const q = document.getElementById("qr");
@@ -303,32 +315,30 @@ func (tb *tab) servedQR() (string, error) {
 	})()`, &dataURL)
 	b64, ok := strings.CutPrefix(dataURL, "data:image/png;base64,")
 	if !ok {
-		return "", fmt.Errorf("no QR image yet")
+		return "", 0, fmt.Errorf("no QR image yet")
 	}
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	img, err := png.Decode(bytes.NewReader(raw))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
+	sym, err := qrscan.Read(img)
 	if err != nil {
-		return "", err
+		return "", 0, fmt.Errorf("%w (image %dx%d)", err, img.Bounds().Dx(), img.Bounds().Dy())
 	}
-	res, err := qrcode.NewQRCodeReader().Decode(bmp, nil)
-	if err != nil {
-		return "", fmt.Errorf("%w (image %dx%d)", err, img.Bounds().Dx(), img.Bounds().Dy())
-	}
-	return res.GetText(), nil
+	return sym.Text, sym.Quiet, nil
 }
 
-// qr is servedQR for a page known to show its QR code.
+// qr is servedQR for a page known to show its QR code, with the quiet
+// zone the QR standard requires.
 func (tb *tab) qr() string {
 	tb.t.Helper()
-	text, err := tb.servedQR()
+	text, quiet, err := tb.servedQR()
 	require.NoError(tb.t, err, "the QR code on the page decodes")
+	require.GreaterOrEqual(tb.t, quiet, qrscan.QuietZone, "the QR code's quiet zone, in modules")
 	return text
 }
 
@@ -337,11 +347,13 @@ func (tb *tab) qr() string {
 func (tb *tab) untilQR(what, want string) {
 	tb.t.Helper()
 	var text string
+	var quiet int
 	var err error
 	waitUntil(tb.t, 30*time.Second, 100*time.Millisecond, func() bool {
-		text, err = tb.servedQR()
+		text, quiet, err = tb.servedQR()
 		return err == nil && text == want
 	}, func() string { return fmt.Sprintf("the page never showed %s; last QR: %q, error: %v", what, text, err) })
+	require.GreaterOrEqual(tb.t, quiet, qrscan.QuietZone, "the QR code's quiet zone, in modules")
 }
 
 // screenshot writes the whole page at width px to test-output/checkout/.

@@ -36,7 +36,8 @@ import (
 )
 
 // checkoutDev is a `payd dev` process (in this test process) and the
-// chain it runs, for the checkout page's browser tests.
+// chain it runs, for the checkout page's browser tests. Its helpers fail
+// its t: a subtest uses dev.in(t).
 type checkoutDev struct {
 	t         *testing.T
 	ctx       context.Context
@@ -45,8 +46,35 @@ type checkoutDev struct {
 	chainAddr string
 	api       apiClient
 	out       *syncBuffer
-	tokens    []string // every lookup token handed out
-	mu        sync.Mutex
+	tokens    *tokenLog // every lookup token handed out
+}
+
+// tokenLog is every lookup token a checkoutDev handed out, whichever
+// subtest asked.
+type tokenLog struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *tokenLog) add(tok string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, tok)
+}
+
+func (l *tokenLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.all...)
+}
+
+// in is the same payd dev for a subtest: its helpers fail t, so that a
+// failure stops the subtest that saw it, never the test that started payd
+// dev ("subtest may have called FailNow on a parent test").
+func (d *checkoutDev) in(t *testing.T) *checkoutDev {
+	c := *d
+	c.t, c.api = t, d.api.in(t)
+	return &c
 }
 
 func startCheckoutDev(t *testing.T, ctx context.Context) *checkoutDev {
@@ -73,7 +101,7 @@ func startCheckoutDev(t *testing.T, ctx context.Context) *checkoutDev {
 	require.NotNil(t, key, "the banner prints the demo api_key:\n%s", out.String())
 	require.Contains(t, out.String(), "http://"+httpAddr+"/checkout#<lookup_token>", "the banner shows the checkout URL")
 	return &checkoutDev{t: t, ctx: ctx, base: "http://" + httpAddr, proxy: "http://" + proxyAddr, chainAddr: chainAddr,
-		api: apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, out: out}
+		api: apiClient{t: t, base: "http://" + httpAddr, key: key[1]}, out: out, tokens: &tokenLog{}}
 }
 
 // create makes an invoice and returns its create response.
@@ -83,9 +111,7 @@ func (d *checkoutDev) create(body map[string]any) map[string]any {
 	require.Equal(d.t, http.StatusCreated, status, "%v", inv)
 	tok := inv["lookup_token"].(string)
 	require.Equal(d.t, d.base+"/checkout#"+tok, inv["checkout_url"])
-	d.mu.Lock()
-	d.tokens = append(d.tokens, tok)
-	d.mu.Unlock()
+	d.tokens.add(tok)
 	return inv
 }
 
@@ -116,6 +142,7 @@ func newShop(t *testing.T) *httptest.Server {
 // every state: each is asserted, screenshotted at 360 and 1280 px into
 // test-output/checkout/ and checked by axe-core.
 func TestCheckout_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)
@@ -126,6 +153,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	expiring := dev.create(map[string]any{"amount_wei": "250000000000000000", "expires_in_seconds": 60})
 
 	t.Run("Pending_MobileFirstWithGuardrailsAndAQRDecodingToThePaymentURI", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"amount_wei": "500000000000000000", "order_id": "A-17", "description": "Two coffees"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
 		v := tb.until("the pending invoice with its QR code", 30*time.Second, func(v view) bool { return v.QRLoaded })
@@ -183,6 +211,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Payment_SeenWithItsTransactionThenConfirmedOnceThenBackToTheShop", func(t *testing.T) {
+		dev := dev.in(t)
 		back := shop.URL + "/orders/A-18?paid=1"
 		inv := dev.create(map[string]any{"amount_wei": "750000000000000001", "redirect_url": back})
 		id := int64(inv["id"].(float64))
@@ -272,6 +301,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("WalletButton_ShownForAWallet_RejectionInPlainWordsThenPaysExactly", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"amount_wei": "300000000000000000"})
 		w := newTestWallet(t, dev)
 		tb := br.open(t, inv["checkout_url"].(string), 360, w.install()...)
@@ -307,6 +337,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Underpaid_ShowsWhatArrivedAndTheRemainderWithAQRForExactlyIt", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"amount_wei": "1000000000000000000"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
 		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
@@ -327,6 +358,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Overpaid_SaysSo", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"amount_wei": "100000000000000000"})
 		tb := br.open(t, inv["checkout_url"].(string), 360)
 		tb.until("pending", 30*time.Second, func(v view) bool { return v.QRLoaded })
@@ -337,6 +369,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("MarkupInDescriptionAndOrderID_RenderedAsText", func(t *testing.T) {
+		dev := dev.in(t)
 		desc := `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
 		order := `</dd><script>window.__xss=3</script>`
 		inv := dev.create(map[string]any{"amount_wei": "1000", "description": desc, "order_id": order})
@@ -352,6 +385,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("MissingOrWrongToken_LinkIncompleteOrWrong", func(t *testing.T) {
+		dev := dev.in(t)
 		for _, url := range []string{dev.base + "/checkout", dev.base + "/checkout#AAAAAAAAAAAAAAAAAAAAAA", dev.base + "/checkout#<b>x", dev.base + "/checkout#%E0%A4%A"} {
 			tb := br.open(t, url, 360)
 			v := tb.until("the invalid-link state", 30*time.Second, func(v view) bool { return shows(v, "invalid") })
@@ -364,6 +398,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Languages_NumbersInThePayersLocaleAndASwitcherThatKeepsTheToken", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"amount_wei": "1234500000000000000000"})
 		url := strings.Replace(inv["checkout_url"].(string), "/checkout#", "/checkout?lang=de#", 1)
 		tb := br.open(t, url, 360)
@@ -403,6 +438,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Headers_StrictCSPNoReferrerNosniff", func(t *testing.T) {
+		dev := dev.in(t)
 		for _, p := range []string{"/checkout", "/checkout/assets/checkout.js", "/checkout/assets/checkout.css", "/checkout/assets/icon.svg"} {
 			res, err := http.Get(dev.base + p)
 			require.NoError(t, err)
@@ -416,6 +452,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("LastSecondBeforeExpiry_NoStackOverflow_ThenDoNotSendFirstAndTheWayBack", func(t *testing.T) {
+		dev := dev.in(t)
 		back := shop.URL + "/orders/A-19"
 		inv := dev.create(map[string]any{"amount_wei": "250000000000000000", "redirect_url": back})
 		expires, err := time.Parse(time.RFC3339Nano, inv["expires_at"].(string))
@@ -450,6 +487,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Expired_OnTheServer_SaysSoWithTheLatePaymentRule", func(t *testing.T) {
+		dev := dev.in(t)
 		tb := br.open(t, expiring["checkout_url"].(string), 360)
 		v := tb.until("the expired state", 120*time.Second, func(v view) bool { return shows(v, "details", "expired") })
 		require.Equal(t, "Do not send a payment", v.Heading)
@@ -464,6 +502,7 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Branding_TheMerchantsLogoAndAccentColourServedByTheServiceItself", func(t *testing.T) {
+		dev := dev.in(t)
 		logo := testLogo(t)
 		status, b := dev.api.do("PUT", "/v1/merchant/branding", map[string]any{"accent_color": "#7b2cbf",
 			"logo": "data:image/png;base64," + base64.StdEncoding.EncodeToString(logo)}, nil)
@@ -488,9 +527,10 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("ServiceLog_HoldsNoLookupToken", func(t *testing.T) {
+		dev := dev.in(t)
 		log := dev.out.String()
-		require.NotEmpty(t, dev.tokens)
-		for _, tok := range dev.tokens {
+		require.NotEmpty(t, dev.tokens.list())
+		for _, tok := range dev.tokens.list() {
 			require.NotContains(t, log, tok)
 		}
 	})

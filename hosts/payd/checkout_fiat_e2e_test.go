@@ -55,6 +55,7 @@ func (tb *tab) fiat() fiatView {
 // each asset; paid partly in USDC and partly in ETH it ends confirmed, and
 // the merchant receives both.
 func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)
@@ -80,6 +81,7 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 	tb := br.open(t, inv["checkout_url"].(string), 360)
 
 	t.Run("Pending_ThePriceFirstThenTheCryptoAmountAndTheAssetChoice", func(t *testing.T) {
+		tb := tb.in(t)
 		v := tb.until("the pending fiat invoice", 30*time.Second, func(v view) bool { return v.QRLoaded })
 		require.Equal(t, []string{"details", "pay"}, v.Shown)
 		require.Equal(t, "Amount", v.AmountLabel)
@@ -102,6 +104,7 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("PickUSDC_ItsAmountURIAndQRCode", func(t *testing.T) {
+		tb := tb.in(t)
 		tb.click(`#choices input[value="1"]`)
 		v := tb.until("the USDC request", 30*time.Second, func(v view) bool { return v.OpenWallet == usdcURI("62375000") })
 		tb.untilQR("the USDC QR code", usdcURI("62375000"))
@@ -121,6 +124,8 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Underpaid_TheRemainderInEurosAndInEachAsset", func(t *testing.T) {
+		dev := dev.in(t)
+		tb := tb.in(t)
 		// 20 USDC is 16.00 EUR: 33.90 EUR remain, 42.375 USDC or 0.01695 ETH.
 		require.NoError(t, run(ctx, []string{"pay", "--rpc", dev.chainAddr, usdcURI("20000000")}, &syncBuffer{}))
 		v := tb.until("the remainder", 30*time.Second, func(v view) bool { return v.AmountLabel == "Still due" && v.QRLoaded })
@@ -138,6 +143,8 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("RestInETH_ConfirmedAndBothAssetsReachTheMerchant", func(t *testing.T) {
+		dev := dev.in(t)
+		tb := tb.in(t)
 		before, err := eth.BalanceAt(ctx, settlement, nil)
 		require.NoError(t, err)
 		tb.click(`#choices input[value="0"]`)
@@ -176,6 +183,7 @@ func TestCheckout_FiatInvoice_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("German_ThePriceInThePayersLocale", func(t *testing.T) {
+		dev := dev.in(t)
 		other := dev.create(map[string]any{"price": map[string]any{"amount": "1234.50", "currency": "EUR"}, "accept": []string{"USDC"}})
 		de := br.open(t, strings.Replace(other["checkout_url"].(string), "/checkout#", "/checkout?lang=de#", 1), 1280)
 		v := de.until("the German page", 30*time.Second, func(v view) bool { return v.QRLoaded })

@@ -22,6 +22,7 @@ import (
 // QR code, payment through the page's own wallet button, and the remainder
 // of an underpaid token invoice.
 func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
+	t.Parallel() // its own payd dev and Chromium, on ports the OS picks
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := startCheckoutDev(t, ctx)
@@ -37,6 +38,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 	usdc := testtoken.Bind(testtoken.Stable, token, eth, "", symbol, 6)
 
 	t.Run("WalletButton_TransfersExactlyToTheDepositAndSettles_WithoutReload", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"asset": "USDC", "amount_formatted": "12.5", "redirect_url": "https://shop.example/orders/T-1"})
 		deposit := common.HexToAddress(inv["deposit_address"].(string))
 		wantURI := fmt.Sprintf("ethereum:%s@1337/transfer?address=%s&uint256=12500000", token.Hex(), deposit.Hex())
@@ -123,6 +125,7 @@ func TestCheckout_TokenInvoice_InARealBrowser(t *testing.T) {
 	})
 
 	t.Run("Underpaid_ShowsTheRemainderInTokenUnitsWithATransferURIForExactlyIt", func(t *testing.T) {
+		dev := dev.in(t)
 		inv := dev.create(map[string]any{"asset": "USDC", "amount_formatted": "20"})
 		deposit := common.HexToAddress(inv["deposit_address"].(string))
 		tb := br.open(t, inv["checkout_url"].(string), 360)

@@ -123,6 +123,12 @@ type apiClient struct {
 	key  string
 }
 
+// in is the same client for a subtest: its failures stop t.
+func (c apiClient) in(t *testing.T) apiClient {
+	c.t = t
+	return c
+}
+
 func (c apiClient) do(method, path string, body any, headers map[string]string) (int, map[string]any) {
 	c.t.Helper()
 	var rd io.Reader

@@ -121,9 +121,9 @@ type evmdRig struct {
 
 // use makes the rig report to t (a subtest) until the returned func runs.
 func (r *evmdRig) use(t *testing.T) func() {
-	parent := r.t
-	r.t = t
-	return func() { r.t = parent }
+	parent, api := r.t, r.api
+	r.t, r.api = t, r.api.in(t)
+	return func() { r.t, r.api = parent, api }
 }
 
 func (r *evmdRig) opts() *bind.TransactOpts {
@@ -259,7 +259,7 @@ func newEvmdRig(t *testing.T) *evmdRig {
 // startServe starts the API, the gateway and the workers as three payd serve
 // processes on one PostgreSQL database, with a gas funder the payer funds
 // and an empty sweep wallet.
-func (r *evmdRig) startServe(dbURL string) {
+func (r *evmdRig) startServe(dbURL string, extraEnv ...string) {
 	t := r.t
 	secrets := t.TempDir()
 	m, err := hdwallet.GenerateMnemonic(24)
@@ -285,6 +285,7 @@ func (r *evmdRig) startServe(dbURL string) {
 	}
 	r.env = append(r.env, "PRICING_SOURCES=coinbase,kraken,bitstamp", "PRICING_CURRENCIES=USD",
 		"PRICING_MAX_AGE=6s", "PRICING_REFRESH=1s")
+	r.env = append(r.env, extraEnv...)
 	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	r.procs["api"] = startProcess(t, "api", r.env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", "")
 	r.procs["gateway"] = startProcess(t, "gateway", r.env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice/pricing"
+	"github.com/evmpay/evmpay/rpcproxy/nodes"
 	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
@@ -155,6 +156,9 @@ type statusReport struct {
 	// Chain is the last check of the node against the recorded chain.
 	Chain  chainReport `json:"chain"`
 	Errors []string    `json:"errors,omitempty"`
+	// Nodes are the chain's nodes when RPC_URL lists several (failover:
+	// docs/chains.md); absent with one node.
+	Nodes []nodes.NodeStatus `json:"nodes,omitempty"`
 }
 
 // chainReport is the node as the last chain-identity check saw it.
@@ -223,6 +227,9 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if a.pricer != nil {
 		ps := a.pricer.Status()
 		rep.Pricing = &ps
+	}
+	if a.pool != nil {
+		rep.Nodes = a.pool.Status()
 	}
 	cs := a.chainStatus()
 	rep.Chain = chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,

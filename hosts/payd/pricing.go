@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -312,32 +311,4 @@ func routesError(err error, c pricingConfig) error {
 	}
 	b.WriteString("\nor leave the currency out of PRICING_CURRENCIES (default USD,EUR), or the asset out of PRICING_ASSETS")
 	return errors.New(b.String())
-}
-
-// invoicePricer is the Pricer as the invoice service's interface: a nil
-// interface, not a nil pointer, when fiat pricing is off.
-func (a *app) invoicePricer() invoice.Pricer {
-	if a.pricer == nil {
-		return nil
-	}
-	return a.pricer
-}
-
-// startPricer adds the worker that keeps the rates fresh (its first
-// refresh is at once). A process that quotes invoices (the api role)
-// refreshes them once before it serves, so that the first invoice has
-// rates; settlement and sweep need them only later and start at once.
-func (a *app) startPricer(ctx context.Context) {
-	if a.pricer == nil {
-		return
-	}
-	a.workers = append(a.workers, worker{"pricing", a.pricer.Run})
-	if !a.cfg.roles[roleAPI] {
-		return
-	}
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := a.pricer.Refresh(rctx); err != nil {
-		a.log.Warn("pricing: the first refresh of the rates failed; quotes wait for the next one", "err", err)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/evmpay/evmpay/rpcproxy/nodes"
 )
 
 // Node URLs carry credentials: hosted nodes put an API key in the query
@@ -31,39 +33,9 @@ func looksLikeKey(seg string) bool {
 
 // redactURL returns u with its userinfo password (or a lone username,
 // which is how some providers pass a key), every query value and every
-// key-like path segment replaced by xxxxx. Scheme, host, port and the
-// shape of the path stay, so that the line still says which node it is.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if p.User != nil {
-		if _, ok := p.User.Password(); ok {
-			p.User = url.UserPassword(p.User.Username(), redacted)
-		} else {
-			p.User = url.User(redacted)
-		}
-	}
-	if p.RawQuery != "" {
-		q := p.Query()
-		for k := range q {
-			q[k] = []string{redacted}
-		}
-		p.RawQuery = q.Encode()
-	}
-	if p.Path != "" {
-		segs := strings.Split(p.Path, "/")
-		for i, s := range segs {
-			if looksLikeKey(s) {
-				segs[i] = redacted
-			}
-		}
-		p.Path = strings.Join(segs, "/")
-		p.RawPath = ""
-	}
-	return p.String()
-}
+// key-like path segment replaced by xxxxx: the rule of rpcproxy/nodes,
+// which names its nodes the same way.
+func redactURL(u string) string { return nodes.RedactURL(u) }
 
 // urlInText finds URLs in free text (error messages quote them).
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)

@@ -152,6 +152,7 @@ func reconcile(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer st.Close()
+	rpcURL = nodeURLs(rpcURL)[0] // a one-off reading: the first of a chain's nodes
 	eth, err := ethclient.DialContext(ctx, rpcURL)
 	if err != nil {
 		return fmt.Errorf("RPC_URL %s: %w", redactURL(rpcURL), err)

@@ -46,7 +46,8 @@ type refundChain struct {
 
 // refundRig is the chain, the three payd processes and the merchant.
 type refundRig struct {
-	t        *testing.T
+	t        *testing.T // the test, or the subtest using the rig (use)
+	owner    *testing.T // the test that built the rig: its processes live as long
 	ctx      context.Context
 	chain    refundChain
 	eth      *ethclient.Client
@@ -77,6 +78,16 @@ func refundsDevChain(t *testing.T, extra ...common.Address) refundChain {
 	startProcess(t, "devchain", nil, "devchain", "--chain-rpc", addr, "--block-time", "400ms", "--fund", strings.Join(fund, ","))
 	waitRPC(t, "http://"+addr)
 	return refundChain{rpc: "http://" + addr, chainID: 1337, funded: key}
+}
+
+// use makes the rig (and its API clients) report to t, a subtest, until
+// the returned func runs: a failure stops the subtest that saw it, never
+// the test that built the rig. What the rig starts still lives as long as
+// that test (owner).
+func (r *refundRig) use(t *testing.T) func() {
+	parent, api, op := r.t, r.api, r.op
+	r.t, r.api, r.op = t, r.api.in(t), r.op.in(t)
+	return func() { r.t, r.api, r.op = parent, api, op }
 }
 
 func (r *refundRig) opts(key *ecdsa.PrivateKey) *bind.TransactOpts {
@@ -137,7 +148,7 @@ func newRefundRig(t *testing.T, chain refundChain) *refundRig {
 	eth, err := ethclient.DialContext(ctx, chain.rpc)
 	require.NoError(t, err)
 	t.Cleanup(eth.Close)
-	r := &refundRig{t: t, ctx: ctx, chain: chain, eth: eth, payer: chain.funded, procs: map[string]*process{}, dbURL: pgtest.URL(t)}
+	r := &refundRig{t: t, owner: t, ctx: ctx, chain: chain, eth: eth, payer: chain.funded, procs: map[string]*process{}, dbURL: pgtest.URL(t)}
 	r.merchant, err = crypto.GenerateKey()
 	require.NoError(t, err)
 	r.sendNative(r.payer, crypto.PubkeyToAddress(r.merchant.PublicKey), bigOf("50000000000000000000"))
@@ -218,7 +229,7 @@ func (r *refundRig) reconciled() map[string]any {
 	head, err := r.eth.BlockNumber(r.ctx)
 	require.NoError(r.t, err)
 	var rec map[string]any
-	waitUntil(r.t, 90*time.Second, 500*time.Millisecond, func() bool {
+	waitUntil(r.t, 3*time.Minute, 500*time.Millisecond, func() bool {
 		var code int
 		code, rec = r.op.do("GET", "/v1/admin/reconciliation", nil, nil)
 		return code == http.StatusOK && rec["block"].(float64) >= float64(head) && rec["ok"] == true
@@ -229,7 +240,9 @@ func (r *refundRig) reconciled() map[string]any {
 // startWorkers starts (or restarts) the process of the settlement, sweep
 // and webhooks roles.
 func (r *refundRig) startWorkers() {
-	r.procs["workers"] = startProcess(r.t, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks",
+	// Restarted by a subtest, the workers still serve the rest of the
+	// test: they stop with the test that built the rig.
+	r.procs["workers"] = startProcessFor(r.t, r.owner, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks",
 		"--http", r.workAddr, "--metrics", "")
 	waitHTTP(r.t, "http://"+r.workAddr+"/readyz", 120*time.Second)
 }
@@ -335,6 +348,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	var expect []sent // every destination and what it must hold at the end: paid once
 
 	t.Run("RefundOfAnOverpayment", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("1000000000000000000", "1250000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		dest := newAddr(t)
@@ -347,6 +361,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("RefundOfAWholeSettledInvoice_ServicePaid", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("500000000000000000", "500000000000000000")
 		r.untilInvoice(id(inv), "SETTLED")
 		dest := newAddr(t)
@@ -359,6 +374,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("RefundOfAWholeSettledInvoice_MerchantPaid", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("300000000000000000", "300000000000000000")
 		r.untilInvoice(id(inv), "SETTLED")
 		dest := newAddr(t)
@@ -445,6 +461,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	}
 
 	t.Run("RefundOfAWrongAssetToken", func(t *testing.T) {
+		defer r.use(t)()
 		code, inv := r.api.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1000000000000000000"},
 			map[string]string{"Idempotency-Key": "wrong-asset"})
 		require.Equal(t, http.StatusCreated, code)
@@ -459,6 +476,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("ClaimLinkRefundInARealBrowser", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("200000000000000000", "200000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		ref := r.refund(r.api, id(inv), map[string]any{"amount": "50000000000000000"})
@@ -471,6 +489,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("BatchPayout_EachItemOnce", func(t *testing.T) {
+		defer r.use(t)()
 		a, b, c := newAddr(t), newAddr(t), newAddr(t)
 		batch := map[string]any{"items": []map[string]any{
 			{"idempotency_key": "b1", "amount": "10000000000000000", "destination": a.Hex(), "reference": "supplier A"},
@@ -499,6 +518,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("PayoutAboveTheThreshold_ApprovedByASecondKey", func(t *testing.T) {
+		defer r.use(t)()
 		mk := func(scopes ...string) apiClient {
 			code, k := r.api.do("POST", "/v1/merchant/api-keys", map[string]any{"name": strings.Join(scopes, "+"), "scopes": scopes}, nil)
 			require.Equal(t, http.StatusCreated, code, "%v", k)
@@ -532,6 +552,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("ConcurrentDoubleRefund_ExactlyOneSucceeds", func(t *testing.T) {
+		defer r.use(t)()
 		inv := r.paidInvoice("400000000000000000", "400000000000000000")
 		r.untilInvoice(id(inv), "CONFIRMED", "SETTLED")
 		one := newAddr(t)
@@ -568,6 +589,7 @@ func refundsFlow(t *testing.T, r *refundRig) {
 	})
 
 	t.Run("KilledWorkerMidFlight_NothingSentTwice", func(t *testing.T) {
+		defer r.use(t)()
 		st, err := postgres.Open(ctx, r.dbURL, postgres.Config{MaxOpenConns: 2})
 		require.NoError(t, err)
 		defer st.Close()

@@ -49,7 +49,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 	if err != nil {
 		return err
 	}
-	*red = *newRedactor(env.rpcURL)
+	*red = *newRedactor(nodeURLs(env.rpcURL)...)
 	for _, db := range []string{env.databaseURL, env.databaseReadURL} {
 		if u, err := url.Parse(db); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok {
@@ -96,6 +96,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		keyCheckEvery:      5 * time.Second,
 		xpub:               os.Getenv("PAY_XPUB"),
 		confirmations:      env.confirmations,
+		finality:           env.finality,
 		sweepPolicy:        env.sweepPolicy,
 		minGasPrice:        env.minGasPrice,
 		archiveAfter:       env.archiveAfter,
@@ -133,7 +134,9 @@ type serveEnv struct {
 	chainID         uint64
 	backfill        bool
 	confirmations   int
-	sweepPolicy     sweep.Policy
+	// finality is the chain's finality mode (FINALITY: depth, instant).
+	finality    string
+	sweepPolicy sweep.Policy
 	// minGasPrice is the node's minimum gas price in wei (MIN_GAS_PRICE):
 	// no sweep transaction is priced below it.
 	minGasPrice  store.Amount
@@ -207,6 +210,16 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	parse("CHAIN_ID", func(v string) (err error) { e.chainID, err = strconv.ParseUint(v, 10, 64); return })
 	parse("INDEXER_BACKFILL", func(v string) (err error) { e.backfill, err = strconv.ParseBool(v); return })
 	parse("CONFIRMATIONS", func(v string) (err error) { e.confirmations, err = strconv.Atoi(v); return })
+	parse("FINALITY", func(v string) error {
+		e.finality = v
+		if v == store.FinalityInstant {
+			if getenv("CONFIRMATIONS") != "" {
+				return errors.New("instant finality takes no CONFIRMATIONS: unset it")
+			}
+			e.confirmations = 0
+		}
+		return store.CheckFinality(v, e.confirmations)
+	})
 	parse("SWEEP_FEE_POLICY", func(v string) error {
 		e.sweepPolicy = sweep.Policy(v)
 		if e.sweepPolicy != sweep.PolicySponsor && e.sweepPolicy != sweep.PolicyDeduct {
@@ -321,6 +334,7 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("payd merchants create: %w", err)
 	}
 	if rpcURL != "" {
+		rpcURL = nodeURLs(rpcURL)[0] // a one-off check: the first of a chain's nodes
 		c, err := ethclient.DialContext(ctx, rpcURL)
 		if err != nil {
 			return fmt.Errorf("payd merchants create: RPC_URL %s: %w", redactURL(rpcURL), err)

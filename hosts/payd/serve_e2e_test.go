@@ -110,11 +110,20 @@ type process struct {
 
 func startProcess(t *testing.T, name string, env []string, args ...string) *process {
 	t.Helper()
+	return startProcessFor(t, t, name, env, args...)
+}
+
+// startProcessFor is startProcess for a subtest t whose process lives as
+// long as the test life: a failure to start stops t, and the process is
+// stopped when life ends.
+func startProcessFor(t, life *testing.T, name string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, cmd: exec.Command(paydBinary(t), args...)}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout = &p.out
 	p.cmd.Stderr = &p.out
 	require.NoError(t, p.cmd.Start())
+	t = life
 	t.Cleanup(func() {
 		if p.cmd.ProcessState != nil {
 			return // the test waited for it to exit

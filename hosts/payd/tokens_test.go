@@ -11,9 +11,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 	"github.com/evmpay/evmpay/sweep"
 )
@@ -70,8 +70,7 @@ func TestResolveTokens_DecimalsReadFromTheContractAndChecked(t *testing.T) {
 	t.Parallel()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	sim := simulated.NewBackend(types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: big.NewInt(1e18)}})
-	t.Cleanup(func() { _ = sim.Close() })
+	sim := simchain.New(t, types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: big.NewInt(1e18)}})
 	tok, _, err := testtoken.Deploy(bind.NewKeyedTransactor(key, big.NewInt(1337)), sim.Client(), testtoken.Stable, "X", "X", 6)
 	require.NoError(t, err)
 	sim.Commit()

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/invoice/pricing/chainlinktest"
 )
@@ -21,7 +22,7 @@ import (
 // chain is go-ethereum's simulated backend with one funded deployer.
 type chain struct {
 	t      *testing.T
-	b      *simulated.Backend
+	b      *simchain.Backend
 	client simulated.Client
 	opts   *bind.TransactOpts
 }
@@ -34,8 +35,7 @@ func newChain(t *testing.T) *chain {
 
 func newChainWith(t *testing.T, key *ecdsa.PrivateKey) *chain {
 	eth, _ := new(big.Int).SetString("1000000000000000000000", 10)
-	b := simulated.NewBackend(types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: eth}})
-	t.Cleanup(func() { _ = b.Close() })
+	b := simchain.New(t, types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: eth}})
 	return &chain{t: t, b: b, client: b.Client(), opts: bind.NewKeyedTransactor(key, big.NewInt(1337))}
 }
 

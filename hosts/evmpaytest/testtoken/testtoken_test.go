@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
@@ -20,7 +21,7 @@ var chainID = big.NewInt(1337)
 
 type sim struct {
 	t      *testing.T
-	b      *simulated.Backend
+	b      *simchain.Backend
 	client simulated.Client
 }
 
@@ -30,8 +31,7 @@ func newSim(t *testing.T, keys ...*ecdsa.PrivateKey) *sim {
 	for _, k := range keys {
 		alloc[crypto.PubkeyToAddress(k.PublicKey)] = types.Account{Balance: eth}
 	}
-	b := simulated.NewBackend(alloc)
-	t.Cleanup(func() { _ = b.Close() })
+	b := simchain.New(t, alloc)
 	return &sim{t: t, b: b, client: b.Client()}
 }
 

@@ -1,0 +1,218 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
+	"github.com/evmpay/evmpay/hosts/service"
+	"github.com/evmpay/evmpay/indexer"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/invoice/pricing"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctx = context.Background()
+
+// rig is a simulated chain, a store and a wallet whose sweep wallet the
+// chain funded.
+type rig struct {
+	chain  *evmpaytest.Chain
+	st     store.Store
+	wallet *hdwallet.Wallet
+}
+
+func newRig(t *testing.T) rig {
+	m, err := hdwallet.GenerateMnemonic(24)
+	require.NoError(t, err)
+	w, err := hdwallet.NewWallet(m, "")
+	require.NoError(t, err)
+	key, err := w.SweepKey()
+	require.NoError(t, err)
+	sweepAddr := crypto.PubkeyToAddress(key.PublicKey)
+	return rig{chain: evmpaytest.NewChain(t, evmpaytest.ChainConfig{Fund: []common.Address{sweepAddr}}), st: evmpaytest.NewStore(t), wallet: w}
+}
+
+func (r rig) config() service.Config {
+	return service.Config{Store: r.st, RPC: r.chain.RPC(), SecretKey: []byte(strings.Repeat("k", 32)), Wallet: r.wallet,
+		Confirmations: 2, PollInterval: 20 * time.Millisecond, AllowPrivateWebhooks: true}
+}
+
+// What service.Config owns is set there only: a package's own setting of
+// it is refused, naming it; what is missing is named too.
+func TestNew_OneSettingOnePlace_AndWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cfg := r.config()
+	cfg.Settlement.Confirmations = 6
+	cfg.Sweep.Confirmations = 3
+	_, err := service.New(ctx, cfg)
+	require.ErrorIs(t, err, service.ErrConfig)
+	require.ErrorContains(t, err, "Settlement.Confirmations is set by service.Config")
+	require.ErrorContains(t, err, "Sweep.Confirmations is set by service.Config")
+
+	_, err = service.New(ctx, service.Config{})
+	require.ErrorContains(t, err, "Store is required")
+	require.ErrorContains(t, err, "RPC (the chain node's client) is required")
+	require.ErrorContains(t, err, "SecretKey (PAY_SECRET_KEY) is required")
+
+	cfg = r.config()
+	cfg.ChainID = 1
+	_, err = service.New(ctx, cfg)
+	require.ErrorContains(t, err, "ChainID is 1 but the node reports chain 1337")
+}
+
+// A pricer that can never quote is an error at start that names the
+// setting (issue #34: pricing.New took one source while MinSources is 2,
+// and every fiat invoice answered 503 "retry after" for ever).
+func TestNew_PricerThatCanNeverQuote_RefusedAtStartNamingTheSetting(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	rates := map[pricing.Pair]store.Decimal{{Base: "ETH", Quote: "USD"}: store.MustParseDecimal("2500")}
+	one := pricing.NewFixed("dev", rates, nil)
+	p, err := pricing.New([]pricing.Source{one}, pricing.Config{Assets: []string{"ETH"}, Currencies: []string{"USD"}})
+	require.NoError(t, err)
+	cfg := r.config()
+	cfg.Pricer = p
+	_, err = service.New(ctx, cfg)
+	require.ErrorIs(t, err, service.ErrConfig)
+	require.ErrorContains(t, err, "MinSources")
+
+	// Two sources that agree: it starts, and quotes at once.
+	other := pricing.NewFixed("dev2", rates, nil)
+	p, err = pricing.New([]pricing.Source{one, other}, pricing.Config{Assets: []string{"ETH"}, Currencies: []string{"USD"}})
+	require.NoError(t, err)
+	cfg.Pricer = p
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	m, _, err := svc.Invoices.EnsureMerchant(ctx, "shop", invoice.MerchantParams{SettlementAddress: common.Address{0x5e}})
+	require.NoError(t, err)
+	owner, err := svc.Invoices.Owner(ctx, m.ID)
+	require.NoError(t, err)
+	inv, err := svc.Invoices.CreateInvoice(ctx, owner, "fiat", invoice.InvoiceParams{Price: &invoice.Price{Amount: "25.00", Currency: "USD"}})
+	require.NoError(t, err)
+	require.Equal(t, "10000000000000000", inv.Amount.String(), "25 USD at 2,500 USD the coin")
+}
+
+// Webhooks to private networks are refused unless allowed: the default is
+// safe (issue #34: BlockPrivateNetworks was off unless the host set it).
+func TestNew_PrivateWebhooksRefusedByDefault(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cfg := r.config()
+	cfg.AllowPrivateWebhooks = false
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	_, _, err = svc.Invoices.EnsureMerchant(ctx, "shop", invoice.MerchantParams{WebhookURL: "http://127.0.0.1:9/hooks",
+		SettlementAddress: common.Address{0x5e}})
+	require.ErrorIs(t, err, invoice.ErrInvalidMerchant)
+	require.Equal(t, "webhook_url_not_public", invoice.ErrorCode(err))
+	cfg.Webhook.BlockPrivateNetworks = true
+	_, err = service.New(ctx, cfg)
+	require.ErrorContains(t, err, "Webhook.BlockPrivateNetworks is set by service.Config")
+}
+
+// The whole service from one Config: an invoice made through the Go API,
+// paid on the chain, confirmed with the one Confirmations and swept with
+// the chain guard wired; Run returns nil when stopped.
+func TestService_InvoiceToSettled_ThenACleanStop(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	svc, err := service.New(ctx, r.config())
+	require.NoError(t, err)
+	require.Equal(t, []string{"chain-identity", "invoice", "indexer", "settlement", "sweep", "webhooks"}, svc.Workers())
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+
+	payTo := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	m, created, err := svc.Invoices.EnsureMerchant(ctx, "shop-1", invoice.MerchantParams{SettlementAddress: payTo})
+	require.NoError(t, err)
+	require.True(t, created)
+	owner, err := svc.Invoices.Owner(ctx, m.ID)
+	require.NoError(t, err)
+	inv, err := svc.Invoices.CreateInvoice(ctx, owner, "order-1", invoice.InvoiceParams{AmountFormatted: "0.5", OrderID: "order-1"})
+	require.NoError(t, err)
+	res, err := http.Get(srv.URL + "/v1/public/invoice")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "the handler serves the API (a lookup token is needed)")
+
+	r.chain.Pay(inv.PaymentURI)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r.chain.Mine(1)
+		got, err := svc.Invoices.Invoice(ctx, m.ID, inv.ID)
+		require.NoError(t, err)
+		if got.Status == store.StatusSettled {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "not settled: %s %s", got.Status, got.SweepStatus)
+		time.Sleep(30 * time.Millisecond)
+	}
+	require.Equal(t, 0, r.chain.Balance(nil, payTo).Cmp(new(big.Int).Div(big.NewInt(1e18), big.NewInt(2))), "the merchant got exactly 0.5")
+	stop()
+	require.NoError(t, <-done)
+}
+
+// A part that stops (here the indexer, when the node starts answering for
+// another chain) stops the service: Run returns its error, named, at once
+// — not at the end of a wait.
+func TestRun_APartStops_RunReturnsItsError(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	src := &swappable{Source: indexer.NewRPCSource(r.chain.RPC())}
+	cfg := r.config()
+	cfg.Source = src
+	cfg.Identity.CheckInterval = 20 * time.Millisecond
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	r.chain.Mine(2)
+	require.Eventually(t, func() bool {
+		cur, err := r.st.GetCursor(ctx, "indexer")
+		return err == nil && cur.BlockNumber >= 2
+	}, 30*time.Second, 10*time.Millisecond, "the indexer follows the chain")
+	src.otherChain.Store(true)
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "service: ")
+		require.True(t, errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged), "%v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return when a part stopped")
+	}
+}
+
+// swappable is the node's Source until otherChain is set: then it answers
+// for chain 7.
+type swappable struct {
+	indexer.Source
+	otherChain atomic.Bool
+}
+
+func (s *swappable) ChainID(ctx context.Context) (uint64, error) {
+	if s.otherChain.Load() {
+		return 7, nil
+	}
+	return s.Source.ChainID(ctx)
+}
