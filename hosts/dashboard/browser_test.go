@@ -232,6 +232,14 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 			OrderID: fmt.Sprint("order-", i), Description: "Coffee"})
 		require.NoError(t, err)
 	}
+	// Two of them paid (as settlement would write it): the overview's
+	// volumes and chart have something to show.
+	for _, id := range []int64{1, 2} {
+		inv, err := e.st.GetInvoice(ctx, id)
+		require.NoError(t, err)
+		inv.PaidWei, inv.Status = inv.AmountWei, store.StatusPaid
+		require.NoError(t, e.st.UpdateInvoice(ctx, &inv))
+	}
 	th := store.NewAmount(1)
 	require.NoError(t, e.st.PutPayoutPolicy(ctx, store.PayoutPolicy{MerchantID: e.merchant.ID,
 		Assets: []store.AssetPolicy{{ApprovalThreshold: &th}}, UpdatedAt: e.clock.Now()}))
@@ -247,6 +255,10 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 	tb.submit("#signin-form")
 	tb.waitPath("/dashboard/")
 	require.Contains(t, tb.text("#attention"), "waiting for approval")
+	require.Contains(t, tb.text("#volumes"), "3", "1 + 2 ETH paid today")
+	var bars int
+	tb.run(chromedp.Evaluate(`document.querySelectorAll(".chart svg rect[height]:not([height='0'])").length`, &bars))
+	require.Equal(t, 1, bars, "one day with payments, one bar")
 	tb.check("overview")
 
 	for _, p := range []struct{ path, name, want string }{
