@@ -8,6 +8,7 @@
 //	payd pay <ethereum:… URI>     pay a payment request from a dev account
 //	payd migrate                  apply database migrations
 //	payd merchants create …       create a merchant, print its credentials
+//	payd dashboard-user …         give a merchant a dashboard user, print a sign-in link
 //	payd xpub                     print the deposit account's xpub
 //	payd reconcile                compare the ledger with the chain
 //

@@ -38,6 +38,10 @@ Usage:
   payd migrate   Apply database migrations to DATABASE_URL.
   payd merchants create --webhook-url URL --settlement-address 0x… [--name NAME]
                  Create a merchant on DATABASE_URL and print its credentials once.
+  payd dashboard-user --merchant ID --email ADDRESS [--role owner]
+                 Give a merchant a dashboard user (DATABASE_URL, PUBLIC_BASE_URL,
+                 PAY_SECRET_KEY_FILE, PAY_XPUB or PAY_MNEMONIC_FILE) and print a
+                 one-time sign-in link to hand over (docs/dashboard.md).
   payd xpub      Print the xpub of the deposit account (from PAY_MNEMONIC_FILE).
   payd reconcile [--block N] [--all]
                  Compare the ledger's balance of every wallet of the service with the
@@ -72,6 +76,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runMigrate(ctx, rest, stdout)
 	case "merchants":
 		return runMerchants(ctx, rest, stdout)
+	case "dashboard-user":
+		return runDashboardUser(ctx, rest, stdout)
 	case "xpub":
 		return runXPub(ctx, rest, stdout)
 	case "reconcile":
