@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/api"
 )
 
 // Policy decides who pays the gas of a sweep.
@@ -133,6 +134,9 @@ type Config struct {
 	// locked quote of the native coin where it quoted one, and has no fiat
 	// value otherwise. *pricing.Pricer satisfies it.
 	Valuer Valuer
+	// NativeSymbol is the chain's native coin as the Valuer knows it
+	// (the symbol the invoices name it by). Defaults to "ETH".
+	NativeSymbol string
 	// Logger receives progress and errors (never a key). Defaults to a
 	// logger that discards.
 	Logger *slog.Logger
@@ -153,6 +157,7 @@ func DefaultMaxFeePerGas() *big.Int { return big.NewInt(1_000_000_000_000) }
 
 func (c Config) withDefaults() Config {
 	c.Policy = cmp.Or(c.Policy, PolicySponsor)
+	c.NativeSymbol = cmp.Or(c.NativeSymbol, api.DefaultNativeSymbol)
 	if c.Finality != store.FinalityInstant {
 		c.Confirmations = cmp.Or(c.Confirmations, 12)
 	}

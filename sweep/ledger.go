@@ -12,7 +12,6 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/api"
 )
 
 // The ledger's entries of the service's own transactions are written here,
@@ -92,7 +91,7 @@ func (s *Sweeper) gasValue(ctx context.Context, t store.SweepTx) (string, *store
 		return "", nil
 	}
 	cur := inv.Pricing.Price.Currency.Code
-	v, err := s.cfg.Valuer.CurrentValue(ctx, store.NativeAsset(api.DefaultNativeSymbol), *t.FeeWei, cur)
+	v, err := s.cfg.Valuer.CurrentValue(ctx, store.NativeAsset(s.cfg.NativeSymbol), *t.FeeWei, cur)
 	if err != nil {
 		s.log.DebugContext(ctx, "sweep: no current rate for a fee", slog.String("currency", cur), slog.Any("error", err))
 		return "", nil

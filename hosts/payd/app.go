@@ -147,6 +147,9 @@ type appConfig struct {
 	publicRPCURL string
 	selfRPCURL   bool
 	chainName    string
+	// nativeSymbol is the chain's native coin (NATIVE_SYMBOL; "" is
+	// invoice.DefaultNativeSymbol, "ETH").
+	nativeSymbol string
 	// frameAncestors may embed the checkout page (CSP frame-ancestors).
 	frameAncestors []string
 	// explorerTxURL and explorerAddressURL are the block explorer's URL
@@ -382,7 +385,7 @@ func (a *app) buildService(ctx context.Context) error {
 	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway], Settlement: a.cfg.roles[roleSettlement],
 		Sweep: a.cfg.roles[roleSweep], Webhooks: a.cfg.roles[roleWebhooks]}
 	cfg := service.Config{
-		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Finality: a.cfg.finality, Tokens: a.assets,
+		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Finality: a.cfg.finality, NativeSymbol: a.cfg.nativeSymbol, Tokens: a.assets,
 		Pricer: a.pricer, PublicBaseURL: a.publicBaseURL(), AllowPrivateWebhooks: !a.cfg.blockPrivateWH,
 		Roles: roles, Backfill: a.cfg.backfill, Logger: a.log,
 		Identity: indexer.IdentityConfig{CheckInterval: a.cfg.chainCheckEvery},

@@ -29,3 +29,16 @@ func TestServe_ChainExplorerURLs_CheckedAndHandedToTheCheckoutPage(t *testing.T)
 		require.ErrorContains(t, err, name+"=")
 	}
 }
+
+// NATIVE_SYMBOL names the chain's coin (an evmd chain's own, not "ETH");
+// a symbol wallets would refuse is an error naming the variable.
+func TestServe_NativeSymbol_CheckedAtStart(t *testing.T) {
+	t.Parallel()
+	e, err := readServeEnv(envOf(map[string]string{"DATABASE_URL": "x", "RPC_URL": "y", "NATIVE_SYMBOL": "TEST"}))
+	require.NoError(t, err)
+	require.Equal(t, "TEST", e.nativeSymbol)
+	for _, bad := range []string{"T", "TOOLONGX", "ET H", "<b>"} {
+		_, err := readServeEnv(envOf(map[string]string{"DATABASE_URL": "x", "RPC_URL": "y", "NATIVE_SYMBOL": bad}))
+		require.ErrorContains(t, err, `NATIVE_SYMBOL="`+bad+`": want 2 to 6 ASCII letters or digits`)
+	}
+}

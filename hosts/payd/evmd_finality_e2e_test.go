@@ -15,11 +15,13 @@ import (
 // TestEvmd_InstantFinality: evmd finalises a block when it includes it
 // (CometBFT), so with FINALITY=instant an invoice is CONFIRMED within a
 // few blocks of its payment — not after 12 (issue #36 item 5) — and then
-// swept and settled as always.
+// swept and settled as always. The chain's own coin is called by its name
+// (NATIVE_SYMBOL: evmd's genesis here names it TEST), not "ETH".
 func TestEvmd_InstantFinality_ConfirmedWithinAFewBlocks(t *testing.T) {
 	r := newEvmdRig(t)
-	r.startServe(pgtest.URL(t), "FINALITY=instant")
+	r.startServe(pgtest.URL(t), "FINALITY=instant", "NATIVE_SYMBOL=TEST")
 	inv := r.create(map[string]any{"amount_wei": "250000000000000000"})
+	require.Equal(t, "TEST", inv["asset"].(map[string]any)["symbol"])
 	paid := time.Now()
 	h := r.payWithEthers(inv["payment_uri"].(string))
 	receipt, err := r.eth.TransactionReceipt(r.ctx, common.HexToHash(h))

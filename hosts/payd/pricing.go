@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -208,7 +209,7 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 	}
 	assets := c.assets
 	if assets == nil {
-		assets = append(assets, strings.ToUpper(invoice.DefaultNativeSymbol))
+		assets = append(assets, strings.ToUpper(cmp.Or(a.cfg.nativeSymbol, invoice.DefaultNativeSymbol)))
 		for _, as := range a.assets {
 			assets = append(assets, strings.ToUpper(as.Symbol))
 		}

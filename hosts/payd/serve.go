@@ -15,6 +15,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/ethclient"
 
+	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -110,6 +111,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		publicBaseURL:      env.publicBaseURL,
 		publicRPCURL:       env.publicRPCURL,
 		chainName:          env.chainName,
+		nativeSymbol:       env.nativeSymbol,
 		frameAncestors:     env.frameAncestors,
 		explorerTxURL:      env.explorerTxURL,
 		explorerAddressURL: env.explorerAddressURL,
@@ -157,9 +159,12 @@ type serveEnv struct {
 	// browser wallets (PUBLIC_RPC_URL); chainName the chain's name on the
 	// checkout page (CHAIN_NAME); frameAncestors the origins that may
 	// embed the page (CHECKOUT_FRAME_ANCESTORS, space-separated).
-	publicBaseURL  string
-	publicRPCURL   string
-	chainName      string
+	publicBaseURL string
+	publicRPCURL  string
+	chainName     string
+	// nativeSymbol is the chain's native coin (NATIVE_SYMBOL, e.g. an
+	// evmd chain's "TEST"); "" is "ETH".
+	nativeSymbol   string
 	frameAncestors []string
 	// explorerTxURL and explorerAddressURL are the chain's block explorer
 	// pages the checkout page links to (CHAIN_EXPLORER_TX_URL with {tx},
@@ -263,6 +268,7 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		return nil
 	})
 	e.chainName = getenv("CHAIN_NAME")
+	parse("NATIVE_SYMBOL", func(v string) error { e.nativeSymbol = v; return service.CheckNativeSymbol(v) })
 	e.frameAncestors = strings.Fields(getenv("CHECKOUT_FRAME_ANCESTORS"))
 	explorer := func(name, placeholder string, dst *string) {
 		parse(name, func(v string) error {

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"time"
 
@@ -114,6 +115,13 @@ type Config struct {
 	// store.FinalityInstant (final once included: CometBFT chains such as
 	// evmd; docs/chains.md). Defaults to store.FinalityDepth.
 	Finality string
+	// NativeSymbol is the chain's native coin: what invoices, the
+	// checkout page, the ledger and the pricer call it (an evmd chain's
+	// own coin rather than "ETH"): 2 to 6 ASCII letters or digits, as
+	// browser wallets require (EIP-3085). Its decimals are always 18: JSON-RPC
+	// counts every EVM chain's native coin in wei (docs/chains.md).
+	// Defaults to invoice.DefaultNativeSymbol ("ETH").
+	NativeSymbol string
 	// Tokens are the accepted ERC-20 tokens (symbol, address, decimals),
 	// besides the native coin. Defaults to none.
 	Tokens []store.Asset
@@ -156,6 +164,19 @@ type Config struct {
 	Identity   indexer.IdentityConfig
 }
 
+// nativeSymbol is what browser wallets take as a chain's native coin
+// (EIP-3085 nativeCurrency.symbol: 2 to 6 characters).
+var nativeSymbol = regexp.MustCompile(`^[A-Za-z0-9]{2,6}$`)
+
+// CheckNativeSymbol reports whether symbol can name a chain's native coin
+// (Config.NativeSymbol).
+func CheckNativeSymbol(symbol string) error {
+	if !nativeSymbol.MatchString(symbol) {
+		return errors.New("want 2 to 6 ASCII letters or digits (wallets refuse others: EIP-3085), e.g. ATOM")
+	}
+	return nil
+}
+
 // ErrConfig is wrapped by every configuration mistake New reports.
 var ErrConfig = errors.New("service: configuration")
 
@@ -188,6 +209,11 @@ func (c *Config) validate() error {
 	if err := store.CheckFinality(c.Finality, c.Confirmations); err != nil {
 		errs = append(errs, configErr("%v", err))
 	}
+	if c.NativeSymbol != "" {
+		if err := CheckNativeSymbol(c.NativeSymbol); err != nil {
+			errs = append(errs, configErr("NativeSymbol %q: %v", c.NativeSymbol, err))
+		}
+	}
 	owned := []struct {
 		set  bool
 		name string
@@ -201,6 +227,8 @@ func (c *Config) validate() error {
 		{c.Invoice.Assets != nil, "Invoice.Assets"},
 		{c.Settlement.Assets != nil, "Settlement.Assets"},
 		{c.Sweep.Tokens != nil, "Sweep.Tokens"},
+		{c.Sweep.NativeSymbol != "", "Sweep.NativeSymbol"},
+		{c.Checkout.NativeSymbol != "", "Checkout.NativeSymbol"},
 		{c.Indexer.Tokens != nil, "Indexer.Tokens"},
 		{c.Indexer.ChainID != 0, "Indexer.ChainID"},
 		{c.Identity.ChainID != 0, "Identity.ChainID"},
@@ -238,7 +266,9 @@ type Service struct {
 	handler    *httpapi.Mux
 	page       *checkout.Handler
 	deliveries *webhook.DeliveriesAPI
-	workers    []worker
+	// assets are the accepted assets: the native coin, then Tokens.
+	assets  []store.Asset
+	workers []worker
 }
 
 type worker struct {
@@ -309,7 +339,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, configErr("SecretKey: %v", err)
 		}
 	}
-	assets := append([]store.Asset{store.NativeAsset(invoice.DefaultNativeSymbol)}, cfg.Tokens...)
+	s.assets = append([]store.Asset{store.NativeAsset(cmp.Or(cfg.NativeSymbol, invoice.DefaultNativeSymbol))}, cfg.Tokens...)
 	var tokens []common.Address
 	for _, a := range cfg.Tokens {
 		if a.Token() == nil {
@@ -335,7 +365,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Roles.Settlement {
 		c := cfg.Settlement
-		c.Confirmations, c.Finality, c.Assets = cfg.Confirmations, cfg.Finality, assets
+		c.Confirmations, c.Finality, c.Assets = cfg.Confirmations, cfg.Finality, s.assets
 		if cfg.Pricer != nil {
 			c.Valuer = cfg.Pricer
 		}
@@ -415,7 +445,7 @@ func (s *Service) buildAPI(creds *invoice.Credentials, eth *ethclient.Client) er
 	}
 	base := cfg.PublicBaseURL
 	ic := cfg.Invoice
-	ic.Confirmations, ic.Finality, ic.Assets = cfg.Confirmations, cfg.Finality, cfg.Tokens
+	ic.Confirmations, ic.Finality, ic.Assets = cfg.Confirmations, cfg.Finality, s.assets
 	if cfg.Pricer != nil {
 		ic.Pricer = cfg.Pricer
 	}
@@ -438,6 +468,7 @@ func (s *Service) buildAPI(creds *invoice.Credentials, eth *ethclient.Client) er
 		return err
 	}
 	cc := cfg.Checkout
+	cc.NativeSymbol = s.assets[0].Symbol
 	cc.Logger = cmp.Or(cc.Logger, s.log.With("component", "checkout"))
 	if s.page, err = checkout.New(cc); err != nil {
 		return err
@@ -466,6 +497,7 @@ func (s *Service) buildSweep(eth *ethclient.Client, tokens []common.Address) err
 	}
 	c := cfg.Sweep
 	c.Confirmations, c.Finality, c.Tokens = uint64(cfg.Confirmations), cfg.Finality, tokens
+	c.NativeSymbol = s.assets[0].Symbol
 	// No stored signed transaction goes to a node that serves another
 	// chain than the one it was signed for.
 	c.ChainGuard = s.Identity

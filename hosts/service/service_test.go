@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
+	"html"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -75,6 +77,17 @@ func TestNew_OneSettingOnePlace_AndWhatIsMissing(t *testing.T) {
 	cfg.ChainID = 1
 	_, err = service.New(ctx, cfg)
 	require.ErrorContains(t, err, "ChainID is 1 but the node reports chain 1337")
+
+	cfg = r.config()
+	cfg.Checkout.NativeSymbol = "ATOM"
+	cfg.Sweep.NativeSymbol = "ATOM"
+	_, err = service.New(ctx, cfg)
+	require.ErrorContains(t, err, "Checkout.NativeSymbol is set by service.Config")
+	require.ErrorContains(t, err, "Sweep.NativeSymbol is set by service.Config")
+	cfg = r.config()
+	cfg.NativeSymbol = "A TOM"
+	_, err = service.New(ctx, cfg)
+	require.ErrorContains(t, err, `NativeSymbol "A TOM": want 2 to 6 ASCII letters or digits`)
 }
 
 // A pricer that can never quote is an error at start that names the
@@ -129,11 +142,15 @@ func TestNew_PrivateWebhooksRefusedByDefault(t *testing.T) {
 
 // The whole service from one Config: an invoice made through the Go API,
 // paid on the chain, confirmed with the one Confirmations and swept with
-// the chain guard wired; Run returns nil when stopped.
+// the chain guard wired; Run returns nil when stopped. The chain's coin
+// is not "ETH" here (NativeSymbol): the invoice, the checkout page and
+// the ledger all call it by its name.
 func TestService_InvoiceToSettled_ThenACleanStop(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	svc, err := service.New(ctx, r.config())
+	cfg := r.config()
+	cfg.NativeSymbol = "TEST"
+	svc, err := service.New(ctx, cfg)
 	require.NoError(t, err)
 	require.Equal(t, []string{"chain-identity", "invoice", "indexer", "settlement", "sweep", "webhooks"}, svc.Workers())
 	srv := httptest.NewServer(svc.Handler())
@@ -168,6 +185,20 @@ func TestService_InvoiceToSettled_ThenACleanStop(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 	}
 	require.Equal(t, 0, r.chain.Balance(nil, payTo).Cmp(new(big.Int).Div(big.NewInt(1e18), big.NewInt(2))), "the merchant got exactly 0.5")
+	require.Equal(t, "TEST", inv.Asset.Symbol)
+	var kinds []string
+	for e, err := range svc.Invoices.Ledger(ctx, m.ID, invoice.LedgerQuery{}) {
+		require.NoError(t, err)
+		require.Equal(t, "TEST", e.Asset.Symbol, "ledger entry %s", e.Kind)
+		kinds = append(kinds, e.Kind)
+	}
+	require.NotEmpty(t, kinds)
+	page, err := http.Get(srv.URL + "/checkout")
+	require.NoError(t, err)
+	body, err := io.ReadAll(page.Body)
+	page.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, html.UnescapeString(string(body)), `"native_symbol":"TEST"`, "the page offers the wallet the chain's coin")
 	stop()
 	require.NoError(t, <-done)
 }
