@@ -150,6 +150,8 @@ type appConfig struct {
 	// nativeSymbol is the chain's native coin (NATIVE_SYMBOL; "" is
 	// invoice.DefaultNativeSymbol, "ETH").
 	nativeSymbol string
+	// mailer sends the dashboard's one-time links; nil: none.
+	mailer *dashboard.SMTPMailer
 	// frameAncestors may embed the checkout page (CSP frame-ancestors).
 	frameAncestors []string
 	// explorerTxURL and explorerAddressURL are the block explorer's URL

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,5 +42,48 @@ func TestServe_NativeSymbol_CheckedAtStart(t *testing.T) {
 	for _, bad := range []string{"T", "TOOLONGX", "ET H", "<b>"} {
 		_, err := readServeEnv(envOf(map[string]string{"DATABASE_URL": "x", "RPC_URL": "y", "NATIVE_SYMBOL": bad}))
 		require.ErrorContains(t, err, `NATIVE_SYMBOL="`+bad+`": want 2 to 6 ASCII letters or digits`)
+	}
+}
+
+// SMTP_URL (or SMTP_URL_FILE: the URL may hold a password) with SMTP_FROM
+// gives the dashboard its mailer; one without the other, or a URL that is
+// not smtp://host:port, is an error that names them and never quotes the
+// password.
+func TestServe_SMTP_MailerForTheDashboard(t *testing.T) {
+	t.Parallel()
+	base := func(kv ...string) map[string]string {
+		m := map[string]string{"DATABASE_URL": "x", "RPC_URL": "y"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	e, err := readServeEnv(envOf(base()))
+	require.NoError(t, err)
+	require.Nil(t, e.mailer, "no mail server by default")
+
+	e, err = readServeEnv(envOf(base("SMTP_URL", "smtp://pay:hunter2secret@mail.example:587", "SMTP_FROM", "Pay <pay@example.com>")))
+	require.NoError(t, err)
+	require.NotNil(t, e.mailer)
+	require.Equal(t, "dashboard.SMTPMailer{mail.example:587}", e.mailer.String(), "the password stays out of logs")
+
+	file := filepath.Join(t.TempDir(), "smtp-url")
+	require.NoError(t, os.WriteFile(file, []byte("smtp://pay:hunter2secret@mail.example:587\n"), 0o600))
+	e, err = readServeEnv(envOf(base("SMTP_URL_FILE", file, "SMTP_FROM", "pay@example.com")))
+	require.NoError(t, err)
+	require.NotNil(t, e.mailer)
+
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{base("SMTP_URL", "smtp://mail.example:25"), "SMTP_URL is set without SMTP_FROM"},
+		{base("SMTP_FROM", "pay@example.com"), "SMTP_FROM is set without SMTP_URL"},
+		{base("SMTP_URL", "https://pay:hunter2secret@mail.example", "SMTP_FROM", "pay@example.com"), "SMTP_URL, SMTP_FROM: dashboard: the SMTP URL must be smtp://"},
+		{base("SMTP_URL", "smtp://mail.example:25", "SMTP_URL_FILE", file, "SMTP_FROM", "pay@example.com"), "SMTP_URL and SMTP_URL_FILE are both set"},
+	} {
+		_, err := readServeEnv(envOf(c.env))
+		require.ErrorContains(t, err, c.want)
+		require.NotContains(t, err.Error(), "hunter2secret")
 	}
 }

@@ -44,13 +44,18 @@ func (a *app) buildDashboard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.dashboard, err = dashboard.New(a.invoices, a.st, dashboard.Config{
+	cfg := dashboard.Config{
 		PublicURL:      base + "/dashboard",
 		SecretKey:      key,
 		TrustedProxies: a.cfg.trustedProxies,
 		Deliveries:     deliveries,
 		Logger:         a.log.With("component", "dashboard"),
-	})
+	}
+	if a.cfg.mailer != nil { // a nil *SMTPMailer is not a nil Mailer
+		cfg.Mailer = a.cfg.mailer
+		a.log.Info("the dashboard mails invitations and password resets", slog.String("smtp", a.cfg.mailer.String()))
+	}
+	a.dashboard, err = dashboard.New(a.invoices, a.st, cfg)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/ethclient"
 
+	"github.com/evmpay/evmpay/hosts/dashboard"
 	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
@@ -112,6 +113,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		publicRPCURL:       env.publicRPCURL,
 		chainName:          env.chainName,
 		nativeSymbol:       env.nativeSymbol,
+		mailer:             env.mailer,
 		frameAncestors:     env.frameAncestors,
 		explorerTxURL:      env.explorerTxURL,
 		explorerAddressURL: env.explorerAddressURL,
@@ -173,6 +175,33 @@ type serveEnv struct {
 	// pricing is fiat pricing (PRICING_SOURCES, PRICING_*): off when no
 	// source is named.
 	pricing pricingConfig
+	// mailer sends the dashboard's invitations and password resets
+	// (SMTP_URL or SMTP_URL_FILE, SMTP_FROM); nil: none (the owner hands
+	// out the links).
+	mailer *dashboard.SMTPMailer
+}
+
+// readMailer builds the dashboard's mailer from SMTP_URL (or
+// SMTP_URL_FILE, for a URL with a password) and SMTP_FROM.
+func readMailer(getenv func(string) string) (*dashboard.SMTPMailer, error) {
+	u, err := valueOrFile(getenv, "SMTP_URL")
+	from := getenv("SMTP_FROM")
+	switch {
+	case err != nil:
+		return nil, err
+	case u == "" && from == "":
+		return nil, nil
+	case u == "":
+		return nil, errors.New("SMTP_FROM is set without SMTP_URL: set SMTP_URL (smtp://[user:password@]host:port) or unset SMTP_FROM")
+	case from == "":
+		return nil, errors.New("SMTP_URL is set without SMTP_FROM: set the sender's address, e.g. SMTP_FROM=\"Pay <pay@example.com>\"")
+	}
+	m, err := dashboard.NewSMTPMailer(u, from)
+	if err != nil {
+		// The URL may hold a password: the message never quotes it.
+		return nil, fmt.Errorf("SMTP_URL, SMTP_FROM: %w", err)
+	}
+	return m, nil
 }
 
 func readServeEnv(getenv func(string) string) (serveEnv, error) {
@@ -283,6 +312,9 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	explorer("CHAIN_EXPLORER_TX_URL", "{tx}", &e.explorerTxURL)
 	explorer("CHAIN_EXPLORER_ADDRESS_URL", "{address}", &e.explorerAddressURL)
 	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
+	if e.mailer, err = readMailer(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	toks, err := readTokens(getenv)
 	if err != nil {
 		errs = append(errs, err)
@@ -368,20 +400,25 @@ func runMerchants(ctx context.Context, args []string, stdout io.Writer) error {
 // RPC_URL_FILE names ("" when neither is set). The node URL often holds an
 // API key: like the secrets, it may come from a file; unlike them, the
 // plain variable is accepted too, as most node URLs hold none.
-func nodeURL(getenv func(string) string) (string, error) {
-	rpcURL, file := getenv("RPC_URL"), getenv("RPC_URL_FILE")
+func nodeURL(getenv func(string) string) (string, error) { return valueOrFile(getenv, "RPC_URL") }
+
+// valueOrFile reads the setting name from the environment, or from the
+// file that name+"_FILE" names (mode 0600 or stricter: the value may hold
+// a password); not both.
+func valueOrFile(getenv func(string) string, name string) (string, error) {
+	v, file := getenv(name), getenv(name+"_FILE")
 	switch {
-	case rpcURL != "" && file != "":
-		return "", errors.New("RPC_URL and RPC_URL_FILE are both set: set one")
+	case v != "" && file != "":
+		return "", fmt.Errorf("%s and %s_FILE are both set: set one", name, name)
 	case file == "":
-		return rpcURL, nil
+		return v, nil
 	}
-	b, err := readSecretFile("RPC_URL_FILE", file)
+	b, err := readSecretFile(name+"_FILE", file)
 	if err != nil {
 		return "", err
 	}
-	if rpcURL = strings.TrimSpace(string(b)); rpcURL == "" {
-		return "", fmt.Errorf("RPC_URL_FILE: %s is empty", file)
+	if v = strings.TrimSpace(string(b)); v == "" {
+		return "", fmt.Errorf("%s_FILE: %s is empty", name, file)
 	}
-	return rpcURL, nil
+	return v, nil
 }
