@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/holiman/uint256"
 
 	"github.com/evmpay/evmpay/store"
@@ -50,7 +51,10 @@ type ClientSource struct {
 	signer types.Signer // for the chain id, read once
 }
 
-var _ Source = (*ClientSource)(nil)
+var (
+	_ Source          = (*ClientSource)(nil)
+	_ FinalizedSource = (*ClientSource)(nil)
+)
 
 // NewClientSource returns a Source on c: an *ethclient.Client (from
 // ethclient.Dial) on a go-ethereum node, or a simulated backend's Client().
@@ -75,6 +79,20 @@ func (s *ClientSource) BlockNumber(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("eth_blockNumber: %w", err)
 	}
 	return n, nil
+}
+
+// Finalized implements FinalizedSource: BlockByNumber with
+// rpc.FinalizedBlockNumber (eth_getBlockByNumber("finalized")). Its hash
+// is go-ethereum's (see ClientSource's limit).
+func (s *ClientSource) Finalized(ctx context.Context) (uint64, common.Hash, error) {
+	gb, err := s.c.BlockByNumber(ctx, big.NewInt(int64(rpc.FinalizedBlockNumber)))
+	switch {
+	case errors.Is(err, ethereum.NotFound) || err == nil && gb == nil:
+		return 0, common.Hash{}, fmt.Errorf("eth_getBlockByNumber(\"finalized\"): the node has no finalized block; %s", errNoFinalized)
+	case err != nil:
+		return 0, common.Hash{}, fmt.Errorf("eth_getBlockByNumber(\"finalized\"): %w; %s", err, errNoFinalized)
+	}
+	return gb.NumberU64(), gb.Hash(), nil
 }
 
 // Blocks implements Source, one BlockByNumber call per block. Without

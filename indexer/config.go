@@ -3,11 +3,14 @@ package indexer
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evmpay/evmpay/store"
 )
 
 // Config tunes an Indexer. The zero value is usable: every field documents
@@ -51,6 +54,17 @@ type Config struct {
 	// the blocks' transaction, removed with them by a reorg. Defaults to
 	// none (no eth_getLogs calls).
 	Tokens []common.Address
+	// Finality is the chain's finality mode (store.FinalityDepth,
+	// store.FinalityInstant, store.FinalityTag), the one invoice,
+	// settlement and sweep take. Only store.FinalityTag changes what the
+	// indexer does: after each step it reads the node's finalized block
+	// (the Source must implement FinalizedSource) and records its number
+	// (store.FinalityStore) once the indexed chain holds that block with
+	// the same hash, never lowering the record; and it refuses, like a
+	// reorg deeper than MaxReorgDepth (store.ErrReorgTooDeep), a reorg that
+	// would remove a block at or below the recorded one. Defaults to
+	// store.FinalityDepth.
+	Finality string
 	// RPCTimeout bounds one call or batch to the node. Defaults to 10 s.
 	RPCTimeout time.Duration
 	// StoreTimeout bounds one database transaction. Defaults to 30 s.
@@ -119,6 +133,9 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if err := store.CheckFinality(c.Finality, 0); err != nil {
+		return fmt.Errorf("indexer: %w", err)
+	}
 	switch {
 	case c.PollInterval < 0:
 		return errors.New("indexer: PollInterval must not be negative")

@@ -24,6 +24,9 @@ type Store interface {
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
 	LatestBlock(ctx context.Context) (store.Block, error)
 	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+	// FinalizedBlock is the finalized block recorded under finality
+	// "tag" (written with store.Tx's SetFinalizedBlock).
+	FinalizedBlock(ctx context.Context) (number uint64, ok bool, err error)
 	IdentityStore
 }
 
@@ -76,6 +79,13 @@ type Indexer struct {
 	first  uint64
 	prog   *progress // set while catching up
 	behind bool      // the node's head is below the cursor (warned)
+	// Under finality "tag" (fin is set): the recorded finalized block
+	// (loaded by prepare, advanced by recordFinalized), and whether the
+	// node's last answer for its finalized block was a failure (warned).
+	fin          FinalizedSource
+	finalized    uint64
+	hasFinalized bool
+	finFailing   bool
 }
 
 // New returns an Indexer reading src and writing st.
@@ -88,6 +98,14 @@ func New(src Source, st Store, cfg Config) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{src: src, st: st, cfg: cfg, log: cfg.Logger}
+	if cfg.Finality == store.FinalityTag {
+		fin, ok := src.(FinalizedSource)
+		if !ok {
+			return nil, fmt.Errorf("indexer: finality %q needs a Source that reads the node's finalized block "+
+				"(a FinalizedSource, as RPCSource and ClientSource are); %T is not one", cfg.Finality, src)
+		}
+		ix.fin = fin
+	}
 	ix.logBatch.Store(int64(cfg.BatchSize))
 	id, err := NewIdentity(src, st, IdentityConfig{
 		ChainID:       cfg.ChainID,
@@ -126,7 +144,8 @@ func (ix *Indexer) Gatherer() prometheus.Gatherer { return ix.gatherer }
 // the lock is lost, then takes it again. Failures of the node or the
 // database are retried with capped exponential backoff; Run returns an
 // error only for what retrying cannot fix: a reorg deeper than
-// MaxReorgDepth (store.ErrReorgTooDeep), a node on another chain id
+// MaxReorgDepth or, under finality "tag", one that would remove a block
+// recorded as finalized (store.ErrReorgTooDeep), a node on another chain id
 // (ErrWrongChain), or a node serving another chain than the one indexed
 // (ErrChainChanged: another genesis, or blocks that differ back to genesis
 // or deeper than MaxReorgDepth), which it never takes for a reorg.
@@ -318,7 +337,23 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	default:
 		return &storeError{err}
 	}
+	if ix.fin != nil {
+		n, ok, err := ix.st.FinalizedBlock(sctx)
+		if err != nil {
+			return &storeError{err}
+		}
+		ix.finalized, ix.hasFinalized = n, ok
+		if ok {
+			ix.m.finalized.Set(float64(n))
+		}
+	}
 	attrs := []any{slog.Uint64("chain_id", id)}
+	if ix.fin != nil {
+		attrs = append(attrs, slog.String("finality", store.FinalityTag))
+		if ix.hasFinalized {
+			attrs = append(attrs, slog.Uint64("finalized_block", ix.finalized))
+		}
+	}
 	switch {
 	case ix.hasCur:
 		attrs = append(attrs, slog.String("start", "cursor"), slog.Uint64("block", ix.cur.BlockNumber))
@@ -357,7 +392,10 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 	ix.noteBehind(ctx, head)
 	if head < next {
 		ix.caughtUp(ctx)
-		return true, ix.checkTip(ctx, wctx, head)
+		if err := ix.checkTip(ctx, wctx, head); err != nil {
+			return true, err
+		}
+		return true, ix.recordFinalized(ctx, wctx)
 	}
 	switch {
 	case ix.prog != nil:
@@ -372,6 +410,9 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 		return false, ix.reorg(ctx, wctx, head)
 	}
 	if err != nil {
+		return false, err
+	}
+	if err := ix.recordFinalized(ctx, wctx); err != nil {
 		return false, err
 	}
 	// A node that reports a head it cannot serve yet: wait.

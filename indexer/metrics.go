@@ -9,6 +9,7 @@ type metrics struct {
 	indexed      prometheus.Gauge
 	lag          prometheus.Gauge
 	nodeBehind   prometheus.Gauge
+	finalized    prometheus.Gauge
 	backfillRate prometheus.Gauge
 	blocks       prometheus.Counter
 	txs          prometheus.Counter
@@ -35,6 +36,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		nodeBehind: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "indexer_node_behind_blocks",
 			Help: "Indexed block minus the node's head when the node is behind the index (a lagging, resyncing or reset node); 0 otherwise.",
+		}),
+		finalized: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "indexer_finalized_block",
+			Help: "The finalized block recorded under finality \"tag\" (the node's finalized block, checked against the indexed chain); 0 before one is recorded and under other finality modes.",
 		}),
 		backfillRate: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "indexer_backfill_blocks_per_second",
@@ -63,10 +68,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "indexer_errors_total",
-			Help: "Failures that were retried, by kind (upstream, store).",
+			Help: "Failures that were retried, by kind (upstream, store; finalized: the node's finalized block could not be read under finality \"tag\").",
 		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.head, m.indexed, m.lag, m.nodeBehind, m.backfillRate, m.blocks,
+	for _, c := range []prometheus.Collector{m.head, m.indexed, m.lag, m.nodeBehind, m.finalized, m.backfillRate, m.blocks,
 		m.txs, m.transfers, m.reorgs, m.reorgDepth, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -51,6 +51,17 @@ type Source interface {
 	TransferLogs(ctx context.Context, blocks []store.Block, tokens []common.Address) ([][]store.TokenTransfer, error)
 }
 
+// FinalizedSource is a Source that also reads the node's finalized block,
+// which the indexer needs under finality "tag" (Config.Finality,
+// store.FinalityTag). RPCSource and ClientSource implement it; New refuses
+// finality "tag" with a Source that does not.
+type FinalizedSource interface {
+	// Finalized returns the number and hash of the node's finalized block
+	// (eth_getBlockByNumber("finalized")). A node that has none, or does
+	// not know the tag, is an error that says so.
+	Finalized(ctx context.Context) (number uint64, hash common.Hash, err error)
+}
+
 // RPCClient is the part of go-ethereum's *rpc.Client that RPCSource uses.
 type RPCClient interface {
 	CallContext(ctx context.Context, result any, method string, args ...any) error
@@ -64,7 +75,10 @@ type RPCSource struct {
 	c RPCClient
 }
 
-var _ Source = (*RPCSource)(nil)
+var (
+	_ Source          = (*RPCSource)(nil)
+	_ FinalizedSource = (*RPCSource)(nil)
+)
 
 // NewRPCSource returns a Source on c, usually a *rpc.Client from rpc.Dial
 // (HTTP or WebSocket) or a simulated backend's in-process client.
@@ -86,6 +100,27 @@ func (s *RPCSource) BlockNumber(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("eth_blockNumber: %w", err)
 	}
 	return uint64(q), nil
+}
+
+// errNoFinalized ends the error of a node that reports no finalized block.
+const errNoFinalized = "finality \"tag\" needs a node that reports its finalized block (an Ethereum proof-of-stake node, " +
+	"a rollup node that reports one); use finality \"depth\" or \"instant\" on a chain without"
+
+// Finalized implements FinalizedSource: eth_getBlockByNumber("finalized",
+// false), decoded like Blocks (the node's hash, never recomputed).
+func (s *RPCSource) Finalized(ctx context.Context) (uint64, common.Hash, error) {
+	var h *rpcHeader
+	if err := s.c.CallContext(ctx, &h, "eth_getBlockByNumber", "finalized", false); err != nil {
+		return 0, common.Hash{}, fmt.Errorf("eth_getBlockByNumber(\"finalized\"): %w; %s", err, errNoFinalized)
+	}
+	if h == nil {
+		return 0, common.Hash{}, fmt.Errorf("eth_getBlockByNumber(\"finalized\"): the node answered null (no finalized block); %s", errNoFinalized)
+	}
+	b, err := h.block()
+	if err != nil {
+		return 0, common.Hash{}, fmt.Errorf("eth_getBlockByNumber(\"finalized\"): %w", err)
+	}
+	return b.Number, b.Hash, nil
 }
 
 // errNoBlock marks a null result: the node does not have the block.

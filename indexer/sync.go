@@ -270,7 +270,8 @@ func perSecond(n uint64, d time.Duration) float64 {
 
 // reorg handles a node whose chain no longer contains the indexed head:
 // it finds the highest indexed block the node still has (the common
-// ancestor), at most MaxReorgDepth below the indexed head, then deletes
+// ancestor), at most MaxReorgDepth below the indexed head (and, under
+// finality "tag", at or above the recorded finalized block), then deletes
 // the orphaned blocks and their transactions, records the reorg and moves
 // the cursor back to the ancestor, in one database transaction. Indexing
 // continues from there on the node's chain.
@@ -332,6 +333,10 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	// chain below the fork (the indexed blocks above the ancestor may be
 	// all that was compared here).
 	if _, err := ix.id.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
+		return err
+	}
+	// Under finality "tag" a recorded finalized block is never deleted.
+	if err := ix.refuseFinalizedReorg(ctx, ancestor, tip, head); err != nil {
 		return err
 	}
 	r := store.Reorg{ForkBlock: ancestor + 1, Depth: int(depth), DetectedAt: ix.cfg.Now()}

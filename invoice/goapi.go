@@ -377,7 +377,8 @@ func outboundCreated(resp response) (OutboundCreated, error) {
 
 // CreateRefund refunds (part of) what invoice invoiceID received,
 // idempotently under key, never more than it received with the
-// confirmations less its other refunds (docs/refunds.md).
+// confirmations (under finality "tag", in finalized blocks) less its other
+// refunds (docs/refunds.md).
 func (s *Service) CreateRefund(ctx context.Context, p Principal, invoiceID int64, key string, params RefundParams) (OutboundCreated, error) {
 	if perr := checkKey(key); perr != nil {
 		return OutboundCreated{}, perr

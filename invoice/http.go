@@ -879,7 +879,9 @@ func (s *Service) remainingInAsset(inv store.Invoice) (store.Amount, string, err
 }
 
 // confirmations counts the blocks indexed on top of the block of the
-// latest of inv's payments ps, capped at the threshold.
+// latest of inv's payments ps, capped at the threshold. Under finality
+// "instant" and "tag" the threshold is 0 (Config.Confirmations): both
+// numbers are 0, and the status tells when the payment is final.
 func (s *Service) confirmations(ctx context.Context, inv store.Invoice, ps []store.Payment) (int, error) {
 	need := s.cfg.Confirmations
 	switch {

@@ -197,8 +197,9 @@ func of(m map[string]*big.Int, k string) *big.Int {
 }
 
 // confirmedReceipts sums the invoice's confirmed payments: only money with
-// the confirmations may be refunded (a refund of a payment a reorg then
-// removes would be money the service never got).
+// the confirmations (under finality "tag", in a block at or below the
+// recorded finalized block) may be refunded (a refund of a payment a reorg
+// then removes would be money the service never got).
 func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.Invoice) (receipts, error) {
 	rc := receipts{byToken: map[string]*big.Int{}, counted: map[string]*big.Int{}, late: map[string]*big.Int{}}
 	head, err := tx.LatestBlock(ctx)
@@ -208,12 +209,25 @@ func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.
 	if err != nil {
 		return rc, err
 	}
+	final := func(block uint64) bool {
+		return block <= head.Number && head.Number-block >= uint64(s.cfg.Confirmations)
+	}
+	if s.cfg.Finality == store.FinalityTag {
+		fin, ok, err := tx.FinalizedBlock(ctx)
+		if err != nil {
+			return rc, err
+		}
+		if !ok {
+			return rc, nil // nothing is final yet
+		}
+		final = func(block uint64) bool { return block <= head.Number && block <= fin }
+	}
 	ps, err := tx.ListPaymentsByInvoice(ctx, inv.ID)
 	if err != nil {
 		return rc, err
 	}
 	for _, p := range ps {
-		if p.BlockNumber > head.Number || head.Number-p.BlockNumber < uint64(s.cfg.Confirmations) {
+		if !final(p.BlockNumber) {
 			continue
 		}
 		a := store.Asset{Address: p.Token}
@@ -305,11 +319,20 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 			field = "fiat"
 		}
 		return problem.OfField(problem.CodeRefundExceeds, field, fmt.Sprintf(
-			"a refund of %s %s is more than is left to refund: received (with %d confirmations) %s %s, already refunded %s",
-			req.asset.Format(req.amount), req.asset.Symbol, s.cfg.Confirmations, req.asset.Format(amountOf(received)),
+			"a refund of %s %s is more than is left to refund: received (%s) %s %s, already refunded %s",
+			req.asset.Format(req.amount), req.asset.Symbol, s.finalityTerms(), req.asset.Format(amountOf(received)),
 			req.asset.Symbol, req.asset.Format(amountOf(refunded))))
 	}
 	return nil
+}
+
+// finalityTerms says what made received money count, for a refusal:
+// "with 12 confirmations"; under finality "tag", "in finalized blocks".
+func (s *Service) finalityTerms() string {
+	if s.cfg.Finality == store.FinalityTag {
+		return "in finalized blocks"
+	}
+	return fmt.Sprintf("with %d confirmations", s.cfg.Confirmations)
 }
 
 // refundAsset settles the asset of a refund whose reason computes it when

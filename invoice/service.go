@@ -127,11 +127,17 @@ type Config struct {
 	AllowLoopbackHTTPRedirect bool
 	// Confirmations is the settlement threshold the public read reports
 	// (confirmations n of Confirmations), and what a payment needs before
-	// it may be refunded. Defaults to 12 (none under FinalityInstant).
+	// it may be refunded. Defaults to 12 (none under FinalityInstant and
+	// FinalityTag, which refuse a count).
 	Confirmations int
-	// Finality is the chain's finality mode (store.FinalityDepth,
-	// store.FinalityInstant: a payment counts once its block is indexed).
-	// Defaults to store.FinalityDepth.
+	// Finality is the chain's finality mode: store.FinalityDepth
+	// (Confirmations), store.FinalityInstant (a payment counts once its
+	// block is indexed) or store.FinalityTag (a payment counts once its
+	// block is at or below the finalized block the indexer recorded,
+	// store.FinalityStore). Under instant and tag the public read reports
+	// confirmations and confirmations_required 0: the status (PAID,
+	// then CONFIRMED) tells when a payment is final. Defaults to
+	// store.FinalityDepth.
 	Finality string
 	// QRSize is the default side of QR PNGs in pixels (?size= overrides it
 	// within 64…1024). Defaults to 256.
@@ -167,7 +173,7 @@ func (c *Config) fill() {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	c.CheckoutURL = cmp.Or(c.CheckoutURL, c.BaseURL+"/checkout")
 	c.ClaimURL = cmp.Or(c.ClaimURL, c.BaseURL+"/claim")
-	if c.Finality != store.FinalityInstant {
+	if store.FinalityCountsConfirmations(c.Finality) {
 		c.Confirmations = cmp.Or(c.Confirmations, 12)
 	}
 	c.DefaultExpiry = cmp.Or(c.DefaultExpiry, 15*time.Minute)
@@ -206,7 +212,7 @@ func (c Config) validate() error {
 		return errors.New("invoice: CheckoutURL must be a URL without query or fragment (absolute http(s) when BaseURL is)")
 	}
 	switch {
-	case c.Confirmations < 1 && c.Finality != store.FinalityInstant:
+	case c.Confirmations < 1 && store.FinalityCountsConfirmations(c.Finality):
 		return errors.New("invoice: Confirmations must be positive")
 	case c.MinExpiry <= 0 || c.MaxExpiry < c.MinExpiry:
 		return errors.New("invoice: need 0 < MinExpiry <= MaxExpiry")

@@ -33,7 +33,10 @@
 // # Status rules
 //
 // A payment in block b has h − b confirmations, h the highest indexed
-// block (Config.Confirmations, default 12).
+// block (Config.Confirmations, default 12). Config.Finality changes what
+// "confirmed" means below: under store.FinalityInstant a payment is
+// confirmed once indexed; under store.FinalityTag once b is at or below
+// the finalized block the indexer recorded (docs/chains.md).
 //
 //   - PENDING: payments adding up to the amount → PAID (invoice.paid);
 //     less → PENDING with underpaid (invoice.underpaid, once per block that

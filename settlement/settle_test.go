@@ -441,6 +441,45 @@ func TestSettle_InstantFinality_ConfirmedOnceIncluded(t *testing.T) {
 
 	_, err := New(f.st, Config{Finality: store.FinalityInstant, Confirmations: 3})
 	require.ErrorContains(t, err, "takes no confirmations")
-	_, err = New(f.st, Config{Finality: "tag"})
-	require.ErrorContains(t, err, `finality "tag"`)
+	_, err = New(f.st, Config{Finality: "finalized"})
+	require.ErrorContains(t, err, `finality "finalized"`)
+}
+
+// Under tag finality a payment is confirmed once its block is at or below
+// the finalized block the indexer recorded: not while none is recorded
+// (however many blocks are on top), not while its block is above it.
+func TestSettle_TagFinality_ConfirmedOnceAtOrBelowTheFinalizedBlock(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		s := f.settler(func(c *Config) { c.Finality = store.FinalityTag })
+		first := f.invoice(eth(1000))
+		f.mineN(3)
+		b1 := f.mine(pay(first.DepositAddress, eth(1000)))
+		f.mineN(20) // under depth (12) this would be confirmed
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(first.ID).Status, "no finalized block recorded")
+
+		require.NoError(t, st.SetFinalizedBlock(ctx, b1.Number-1))
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(first.ID).Status, "its block is above the finalized block")
+
+		require.NoError(t, st.SetFinalizedBlock(ctx, b1.Number))
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(first.ID).Status, "its block is the finalized block")
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(first.ID))
+
+		// A later payment (the pass after a complete one reads only the
+		// newer blocks' payments) waits for the finalized block too.
+		second := f.invoice(eth(500))
+		b2 := f.mine(pay(second.DepositAddress, eth(500)))
+		f.mineN(2)
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(second.ID).Status)
+		require.NoError(t, st.SetFinalizedBlock(ctx, b2.Number+1))
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(second.ID).Status, "its block is below the finalized block")
+
+		_, err := New(st, Config{Finality: store.FinalityTag, Confirmations: 12})
+		require.ErrorContains(t, err, "takes no confirmations")
+	})
 }

@@ -29,6 +29,9 @@ type Store interface {
 	GetBlock(ctx context.Context, number uint64) (store.Block, error)
 	EarliestBlock(ctx context.Context) (store.Block, error)
 	ListBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
+	// FinalizedBlock is the finalized block the indexer recorded, read
+	// under finality "tag".
+	FinalizedBlock(ctx context.Context) (number uint64, ok bool, err error)
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
 	ListSettledBlockHashes(ctx context.Context, from, to uint64) (map[uint64]common.Hash, error)
 	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
@@ -50,11 +53,16 @@ type Config struct {
 	// Confirmations is how many blocks must be built on top of a payment's
 	// block before it counts as confirmed: a payment in block b is
 	// confirmed when the highest indexed block h has h − b ≥
-	// Confirmations. Defaults to 12 (none under FinalityInstant).
+	// Confirmations. Defaults to 12 (none under FinalityInstant and
+	// FinalityTag, which refuse a count).
 	Confirmations int
 	// Finality is the chain's finality mode: store.FinalityDepth
-	// (Confirmations) or store.FinalityInstant (a payment is confirmed once
-	// its block is indexed). Defaults to store.FinalityDepth.
+	// (Confirmations), store.FinalityInstant (a payment is confirmed once
+	// its block is indexed) or store.FinalityTag (a payment is confirmed
+	// once its block is at or below the finalized block the indexer
+	// recorded, store.FinalityStore; none while none is recorded: the
+	// indexer must run with the same Finality). Defaults to
+	// store.FinalityDepth.
 	Finality string
 	// PollInterval is how often the database is asked for new indexed
 	// blocks once settlement has caught up. Defaults to 1.5 s.
@@ -120,7 +128,7 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.Finality != store.FinalityInstant {
+	if store.FinalityCountsConfirmations(c.Finality) {
 		c.Confirmations = cmp.Or(c.Confirmations, defaultConfirmations)
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)

@@ -614,12 +614,15 @@ const fullConfirmEvery = 64
 // (it recomputes invoices from older payments), taking the lock (another
 // process may have settled meanwhile), a pass that failed or left a
 // candidate PAID; and every fullConfirmEvery-th pass is a full one anyway.
+//
+// Under finality "tag" maxBlock is the recorded finalized block (at most
+// head), and nothing is confirmed while none is recorded. The argument
+// holds the same: maxBlock never exceeds the head of its pass.
 func (s *Settler) confirmPass(ctx context.Context, head uint64) error {
-	conf := uint64(s.cfg.Confirmations)
-	if head < conf {
-		return nil
+	maxBlock, ok, err := s.finalBlock(ctx, head)
+	if err != nil || !ok {
+		return err
 	}
-	maxBlock := head - conf
 	list := func() ([]int64, error) { return s.st.ListConfirmable(ctx, maxBlock, s.cfg.BatchSize) }
 	if c := s.confirmed.Swap(0); c > 0 && c-1 <= maxBlock && s.passes.Add(1)%fullConfirmEvery != 0 {
 		after := c - 1
@@ -645,6 +648,25 @@ func (s *Settler) confirmPass(ctx context.Context, head uint64) error {
 			return nil
 		}
 	}
+}
+
+// finalBlock is the highest final block at the indexed head: head −
+// Confirmations (ok false while head < Confirmations); under finality
+// "tag" the recorded finalized block, at most head (ok false while none
+// is recorded).
+func (s *Settler) finalBlock(ctx context.Context, head uint64) (uint64, bool, error) {
+	if s.cfg.Finality == store.FinalityTag {
+		fin, ok, err := s.st.FinalizedBlock(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("settlement: read the finalized block: %w", err)
+		}
+		return min(fin, head), ok, nil
+	}
+	conf := uint64(s.cfg.Confirmations)
+	if head < conf {
+		return 0, false, nil
+	}
+	return head - conf, true, nil
 }
 
 // expirePass expires the PENDING invoices whose expires_at has passed.

@@ -146,11 +146,18 @@ const (
 	// consensus finalises at inclusion, such as CometBFT-based Cosmos EVM
 	// chains): no confirmations to wait for.
 	FinalityInstant = "instant"
+	// FinalityTag: a block is final once it is at or below the node's
+	// "finalized" block (eth_getBlockByNumber("finalized"): Ethereum
+	// proof-of-stake, rollups that report one). The indexer alone reads
+	// the node's finalized block, checks it against the indexed chain and
+	// records it (FinalityStore); invoice, settlement and sweep read the
+	// record. No confirmations to count.
+	FinalityTag = "tag"
 )
 
 // CheckFinality reports whether mode is a finality mode ("" is
-// FinalityDepth), and whether confirmations fit it: FinalityInstant takes
-// none.
+// FinalityDepth), and whether confirmations fit it: FinalityInstant and
+// FinalityTag take none.
 func CheckFinality(mode string, confirmations int) error {
 	switch mode {
 	case "", FinalityDepth:
@@ -160,6 +167,18 @@ func CheckFinality(mode string, confirmations int) error {
 			return fmt.Errorf("finality %q takes no confirmations (got %d): a block is final once included", mode, confirmations)
 		}
 		return nil
+	case FinalityTag:
+		if confirmations != 0 {
+			return fmt.Errorf("finality %q takes no confirmations (got %d): a block is final once the node reports it finalized", mode, confirmations)
+		}
+		return nil
 	}
-	return fmt.Errorf("finality %q: want %q or %q", mode, FinalityDepth, FinalityInstant)
+	return fmt.Errorf("finality %q: want %q, %q or %q", mode, FinalityDepth, FinalityTag, FinalityInstant)
+}
+
+// FinalityCountsConfirmations reports whether mode counts confirmations
+// (FinalityDepth, or "" which is FinalityDepth): where a Confirmations
+// default of 12 applies.
+func FinalityCountsConfirmations(mode string) bool {
+	return mode == "" || mode == FinalityDepth
 }

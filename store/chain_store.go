@@ -76,3 +76,17 @@ type CursorStore interface {
 	// SetCursor creates or overwrites the cursor.
 	SetCursor(ctx context.Context, c Cursor) error
 }
+
+// FinalityStore records the chain's finalized block under the tag finality
+// mode (store.FinalityTag, docs/chains.md): the highest block the node
+// reported as its "finalized" block that the indexer found, with the same
+// hash, on the indexed chain. The indexer writes it; invoice, settlement
+// and sweep read it.
+type FinalityStore interface {
+	// FinalizedBlock returns the recorded finalized block's number; ok is
+	// false when none was recorded.
+	FinalizedBlock(ctx context.Context) (number uint64, ok bool, err error)
+	// SetFinalizedBlock records number as the finalized block unless a
+	// higher one is recorded: the record never moves back.
+	SetFinalizedBlock(ctx context.Context, number uint64) error
+}

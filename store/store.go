@@ -34,6 +34,7 @@ type Tx interface {
 	SettlementStore
 	ChainStore
 	IdentityStore
+	FinalityStore
 	CursorStore
 	EventStore
 	DeliveryStore

@@ -65,6 +65,9 @@ type Store interface {
 	GetCursor(ctx context.Context, name string) (store.Cursor, error)
 	CompareAndSetCursor(ctx context.Context, name string, old *store.Cursor, next store.Cursor) error
 	LatestBlock(ctx context.Context) (store.Block, error)
+	// FinalizedBlock is the finalized block the indexer recorded, read
+	// once per pass under finality "tag".
+	FinalizedBlock(ctx context.Context) (number uint64, ok bool, err error)
 	GetBlock(ctx context.Context, number uint64) (store.Block, error)
 	GetTx(ctx context.Context, hash common.Hash) (store.Transaction, error)
 	ListTokenTransfersByTx(ctx context.Context, hash common.Hash) ([]store.TokenTransfer, error)
@@ -155,14 +158,39 @@ type pass struct {
 	// transaction (the sweep wallet's, a payout wallet's), read once per
 	// pass and drawn down as transactions are signed.
 	avail map[common.Address]*big.Int
+
+	// finalized is the finalized block the indexer recorded, read at the
+	// start of the pass under finality "tag"; hasFinalized is false when
+	// none is recorded (or under another mode).
+	finalized    uint64
+	hasFinalized bool
 }
 
 // final reports whether a transaction mined in block is final at the
 // pass's head: block is at or below the head (a receipt of a block newer
 // than the pass's head waits for the next pass) with the configured
-// confirmations on top (none under store.FinalityInstant).
+// confirmations on top (none under store.FinalityInstant); under
+// store.FinalityTag, at or below the finalized block recorded when the
+// pass started (never while none is recorded).
 func (s *Sweeper) final(p *pass, block uint64) bool {
+	if s.cfg.Finality == store.FinalityTag {
+		return block <= p.number && p.hasFinalized && block <= p.finalized
+	}
 	return block <= p.number && p.number-block >= s.cfg.Confirmations
+}
+
+// finalIndexed is the highest final block of the indexed chain whose
+// highest block is head: head − Confirmations; under store.FinalityTag the
+// finalized block recorded when the pass started, at most head. ok is
+// false when no block is final yet.
+func (s *Sweeper) finalIndexed(p *pass, head uint64) (block uint64, ok bool) {
+	if s.cfg.Finality == store.FinalityTag {
+		return min(p.finalized, head), p.hasFinalized
+	}
+	if head < s.cfg.Confirmations {
+		return 0, false
+	}
+	return head - s.cfg.Confirmations, true
 }
 
 func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
@@ -197,6 +225,11 @@ func (s *Sweeper) newPass(ctx context.Context) (*pass, error) {
 	}
 	if head.BaseFee != nil {
 		p.baseFee.Set(head.BaseFee)
+	}
+	if s.cfg.Finality == store.FinalityTag {
+		if p.finalized, p.hasFinalized, err = s.st.FinalizedBlock(ctx); err != nil {
+			return nil, fmt.Errorf("sweep: read the finalized block: %w", err)
+		}
 	}
 	return p, nil
 }

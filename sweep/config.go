@@ -46,11 +46,18 @@ type Config struct {
 	Policy Policy
 	// Confirmations a sweep transaction needs before the invoice is
 	// SETTLED: a transaction in block b with head h has h − b
-	// confirmations. Defaults to 12 (none under FinalityInstant).
+	// confirmations. Defaults to 12 (none under FinalityInstant and
+	// FinalityTag, which refuse a count).
 	Confirmations uint64
 	// Finality is the chain's finality mode: store.FinalityDepth
-	// (Confirmations) or store.FinalityInstant (a transaction is final once
-	// mined). Defaults to store.FinalityDepth.
+	// (Confirmations), store.FinalityInstant (a transaction is final once
+	// mined) or store.FinalityTag (a transaction is final once its block is
+	// at or below the finalized block the indexer recorded,
+	// store.FinalityStore, read once per pass; nothing is final while none
+	// is recorded: the indexer must run with the same Finality). The same
+	// rule applies to what the sweeper reads from the indexed chain (the
+	// ledger's inflows, merchant-paid refunds and payouts). Defaults to
+	// store.FinalityDepth.
 	Finality string
 	// MinGasPrice is the chain's minimum gas price in wei (on Cosmos EVM
 	// chains the feemarket's min_gas_price): every transaction offers at
@@ -158,7 +165,7 @@ func DefaultMaxFeePerGas() *big.Int { return big.NewInt(1_000_000_000_000) }
 func (c Config) withDefaults() Config {
 	c.Policy = cmp.Or(c.Policy, PolicySponsor)
 	c.NativeSymbol = cmp.Or(c.NativeSymbol, api.DefaultNativeSymbol)
-	if c.Finality != store.FinalityInstant {
+	if store.FinalityCountsConfirmations(c.Finality) {
 		c.Confirmations = cmp.Or(c.Confirmations, 12)
 	}
 	c.ReplaceAfterBlocks = cmp.Or(c.ReplaceAfterBlocks, 3)

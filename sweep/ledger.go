@@ -278,7 +278,8 @@ func balancesAt(ctx context.Context, c ReconcileChain, addr common.Address, toke
 // followInflows writes the money that arrived from outside at the
 // service's wallets — the sweep wallet, the gas funder, the payout
 // wallets — into the ledger, block by block up to the indexed head less
-// the confirmations, under its own cursor: native transfers and token
+// the confirmations (under finality "tag", the recorded finalized block),
+// under its own cursor: native transfers and token
 // transfers of the configured tokens that are none of the service's own
 // transactions (those are in the ledger already). The first time, it
 // starts with every wallet's opening balance at that block instead.
@@ -290,10 +291,10 @@ func (s *Sweeper) followInflows(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
-	if head.Number < s.cfg.Confirmations || head.Number-s.cfg.Confirmations > p.number {
+	target, ok := s.finalIndexed(p, head.Number)
+	if !ok || target > p.number {
 		return nil
 	}
-	target := head.Number - s.cfg.Confirmations
 	ws, err := s.st.ListServiceWallets(ctx)
 	if err != nil {
 		return err

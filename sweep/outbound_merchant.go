@@ -22,8 +22,9 @@ import (
 // (SubmittedTxHash): Outbound.PaidWith and Store.SentByService. A transfer from anyone else is not taken: another
 // merchant's customer, or the payee, may send the same amount to the same
 // address (docs/refunds.md, "Which transfer pays a merchant-paid
-// request"). The outbound is confirmed with the configured confirmations,
-// and forgotten again if a reorg removes its transfer before.
+// request"). The outbound is confirmed with the configured confirmations
+// (under finality "tag", at or below the recorded finalized block), and
+// forgotten again if a reorg removes its transfer before.
 func (s *Sweeper) advanceMerchantPaid(ctx context.Context, p *pass, o store.Outbound) (obOutcome, error) {
 	head, err := s.st.LatestBlock(ctx)
 	if errors.Is(err, store.ErrNotFound) {
@@ -47,7 +48,7 @@ func (s *Sweeper) advanceMerchantPaid(ctx context.Context, p *pass, o store.Outb
 			slog.Int64("outbound_id", o.ID), slog.String("tx_hash", o.TxHash.Hex()))
 		return obOutcome{status: store.OutboundAwaitingPayment, clearTx: true}, nil
 	}
-	if head.Number < block || head.Number-block < s.cfg.Confirmations {
+	if final, ok := s.finalIndexed(p, head.Number); !ok || block > final {
 		if block != *o.BlockNumber {
 			return obOutcome{block: &block}, nil
 		}

@@ -16,6 +16,7 @@ func identityTests() []test {
 		{"Identity_RecordedOnce_FirstWins", testIdentityFirstWins},
 		{"Identity_CheckpointsListPruneDelete", testCheckpoints},
 		{"Identity_CheckpointsRollBackWithTransaction", testCheckpointsInTx},
+		{"Finality_FinalizedBlock_AbsentNotOK_NeverMovesBack", testFinalizedBlock},
 	}
 }
 
@@ -115,4 +116,49 @@ func numbers(cps []store.Checkpoint) []uint64 {
 		out = append(out, c.BlockNumber)
 	}
 	return out
+}
+
+// The finalized block (finality "tag"): none until the indexer records
+// one; then it only moves forward, whatever number is written; a write in
+// a rolled-back transaction leaves nothing.
+func testFinalizedBlock(t *testing.T, st store.Store) {
+	requireFinalized := func(want uint64, wantOK bool) {
+		t.Helper()
+		got, ok, err := st.FinalizedBlock(ctx)
+		require.NoError(t, err)
+		require.Equal(t, wantOK, ok, "recorded")
+		require.Equal(t, want, got, "finalized block")
+	}
+	requireFinalized(0, false)
+
+	boom := errors.New("boom")
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.SetFinalizedBlock(ctx, 32); err != nil {
+			return err
+		}
+		n, ok, err := tx.FinalizedBlock(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.EqualValues(t, 32, n, "read back in the transaction")
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	requireFinalized(0, false)
+
+	// Block 0 is a block: recorded, ok.
+	require.NoError(t, st.SetFinalizedBlock(ctx, 0))
+	requireFinalized(0, true)
+	require.NoError(t, st.SetFinalizedBlock(ctx, 64))
+	requireFinalized(64, true)
+	// Lower and equal numbers change nothing.
+	require.NoError(t, st.SetFinalizedBlock(ctx, 32))
+	requireFinalized(64, true)
+	require.NoError(t, st.SetFinalizedBlock(ctx, 64))
+	requireFinalized(64, true)
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.SetFinalizedBlock(ctx, 0) }))
+	requireFinalized(64, true)
+	require.NoError(t, st.SetFinalizedBlock(ctx, math.MaxInt64))
+	requireFinalized(math.MaxInt64, true)
+	require.Error(t, st.SetFinalizedBlock(ctx, math.MaxUint64), "beyond BIGINT")
+	requireFinalized(math.MaxInt64, true)
 }
