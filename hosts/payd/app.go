@@ -107,7 +107,7 @@ type appConfig struct {
 
 	confirmations int
 	// finality is the chain's finality mode (store.FinalityDepth,
-	// store.FinalityInstant).
+	// store.FinalityInstant, store.FinalityTag).
 	finality    string
 	sweepPolicy sweep.Policy
 	// minGasPrice is the node's minimum gas price in wei: sweep

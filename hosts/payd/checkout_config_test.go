@@ -87,3 +87,32 @@ func TestServe_SMTP_MailerForTheDashboard(t *testing.T) {
 		require.NotContains(t, err.Error(), "hunter2secret")
 	}
 }
+
+// FINALITY picks the chain's finality mode; instant and tag count no
+// confirmations, so CONFIRMATIONS beside them is refused, naming both.
+func TestServe_Finality_ModesAndConfirmations(t *testing.T) {
+	t.Parallel()
+	env := func(kv ...string) map[string]string {
+		m := map[string]string{"DATABASE_URL": "x", "RPC_URL": "y"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	e, err := readServeEnv(envOf(env()))
+	require.NoError(t, err)
+	require.Equal(t, 12, e.confirmations)
+	for _, mode := range []string{"instant", "tag"} {
+		e, err := readServeEnv(envOf(env("FINALITY", mode)))
+		require.NoError(t, err)
+		require.Equal(t, mode, e.finality)
+		require.Zero(t, e.confirmations)
+		_, err = readServeEnv(envOf(env("FINALITY", mode, "CONFIRMATIONS", "3")))
+		require.ErrorContains(t, err, `FINALITY="`+mode+`": `+mode+` finality takes no CONFIRMATIONS`)
+	}
+	e, err = readServeEnv(envOf(env("FINALITY", "depth", "CONFIRMATIONS", "3")))
+	require.NoError(t, err)
+	require.Equal(t, 3, e.confirmations)
+	_, err = readServeEnv(envOf(env("FINALITY", "safe")))
+	require.ErrorContains(t, err, `FINALITY="safe"`)
+}

@@ -246,9 +246,9 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	parse("CONFIRMATIONS", func(v string) (err error) { e.confirmations, err = strconv.Atoi(v); return })
 	parse("FINALITY", func(v string) error {
 		e.finality = v
-		if v == store.FinalityInstant {
+		if v != "" && !store.FinalityCountsConfirmations(v) {
 			if getenv("CONFIRMATIONS") != "" {
-				return errors.New("instant finality takes no CONFIRMATIONS: unset it")
+				return fmt.Errorf("%s finality takes no CONFIRMATIONS: unset it", v)
 			}
 			e.confirmations = 0
 		}

@@ -108,12 +108,15 @@ type Config struct {
 	Keys *sweep.Keys
 	// Confirmations is the one threshold of invoice, settlement and
 	// sweep: blocks built on a payment's (or a sweep's) block. Defaults to
-	// 12; none under FinalityInstant.
+	// 12; none under FinalityInstant and FinalityTag.
 	Confirmations int
-	// Finality is the chain's finality mode, for invoice, settlement and
-	// sweep alike: store.FinalityDepth (Confirmations) or
+	// Finality is the chain's finality mode, for the indexer, invoice,
+	// settlement and sweep alike: store.FinalityDepth (Confirmations),
 	// store.FinalityInstant (final once included: CometBFT chains such as
-	// evmd; docs/chains.md). Defaults to store.FinalityDepth.
+	// evmd) or store.FinalityTag (final at or below the node's finalized
+	// block, which the indexer records: Ethereum proof of stake; the
+	// process that runs the Indexer role must have it too). See
+	// docs/chains.md. Defaults to store.FinalityDepth.
 	Finality string
 	// NativeSymbol is the chain's native coin: what invoices, the
 	// checkout page, the ledger and the pricer call it (an evmd chain's
@@ -224,6 +227,7 @@ func (c *Config) validate() error {
 		{c.Invoice.Finality != "", "Invoice.Finality"},
 		{c.Settlement.Finality != "", "Settlement.Finality"},
 		{c.Sweep.Finality != "", "Sweep.Finality"},
+		{c.Indexer.Finality != "", "Indexer.Finality"},
 		{c.Invoice.Assets != nil, "Invoice.Assets"},
 		{c.Settlement.Assets != nil, "Settlement.Assets"},
 		{c.Sweep.Tokens != nil, "Sweep.Tokens"},
@@ -286,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Finality != store.FinalityInstant {
+	if store.FinalityCountsConfirmations(cfg.Finality) {
 		cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
 	}
 	if cfg.Logger == nil {
@@ -354,7 +358,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Roles.Indexer {
 		c := cfg.Indexer
-		c.ChainID, c.Tokens, c.Backfill = s.ChainID, tokens, c.Backfill || cfg.Backfill
+		c.ChainID, c.Tokens, c.Backfill, c.Finality = s.ChainID, tokens, c.Backfill || cfg.Backfill, cfg.Finality
 		c.PollInterval = cmp.Or(c.PollInterval, cfg.PollInterval)
 		c.Registerer = cmp.Or(c.Registerer, cfg.Registerer)
 		c.Logger = cmp.Or(c.Logger, s.log.With("component", "indexer"))

@@ -203,6 +203,58 @@ func TestService_InvoiceToSettled_ThenACleanStop(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// Under tag finality (the node's finalized block; the simulated chain
+// finalizes every 32nd block) the one Finality reaches the indexer, which
+// records the finalized block, and settlement and sweep, which wait for
+// it: the invoice is never CONFIRMED while its payment is above the
+// recorded block, and it settles once the chain finalized both the
+// payment and the sweep.
+func TestService_TagFinality_ConfirmedOnlyOnceFinalized(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cfg := r.config()
+	cfg.Confirmations, cfg.Finality = 0, store.FinalityTag
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+
+	payTo := common.HexToAddress("0x00000000000000000000000000000000000000bb")
+	m, _, err := svc.Invoices.EnsureMerchant(ctx, "shop-tag", invoice.MerchantParams{SettlementAddress: payTo})
+	require.NoError(t, err)
+	owner, err := svc.Invoices.Owner(ctx, m.ID)
+	require.NoError(t, err)
+	inv, err := svc.Invoices.CreateInvoice(ctx, owner, "tag-1", invoice.InvoiceParams{AmountFormatted: "0.25"})
+	require.NoError(t, err)
+	paidIn := r.chain.Pay(inv.PaymentURI).BlockNumber.Uint64()
+
+	deadline := time.Now().Add(2 * time.Minute)
+	var sawPaid bool
+	for {
+		got, err := svc.Invoices.Invoice(ctx, m.ID, inv.ID)
+		require.NoError(t, err)
+		fin, ok, err := r.st.FinalizedBlock(ctx)
+		require.NoError(t, err)
+		switch got.Status {
+		case store.StatusPaid:
+			sawPaid = true
+		case store.StatusConfirmed, store.StatusSettled:
+			require.True(t, ok && fin >= paidIn, "%s with the payment in block %d above the finalized block %d (recorded: %v)", got.Status, paidIn, fin, ok)
+		}
+		if got.Status == store.StatusSettled {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "not settled: %s %s; finalized %d (%v), head %d", got.Status, got.SweepStatus, fin, ok, r.chain.Head())
+		r.chain.Mine(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.True(t, sawPaid, "PAID was seen before the payment's block was final")
+	require.Equal(t, 0, r.chain.Balance(nil, payTo).Cmp(new(big.Int).Div(big.NewInt(1e18), big.NewInt(4))), "the merchant got exactly 0.25")
+	stop()
+	require.NoError(t, <-done)
+}
+
 // A part that stops (here the indexer, when the node starts answering for
 // another chain) stops the service: Run returns its error, named, at once
 // — not at the end of a wait.
