@@ -24,7 +24,7 @@ func (d *Dashboard) handleBranding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.show(w, r, "branding", "branding", map[string]any{"B": b, "Name": s.Principal.Merchant.Name,
-		"Color": cmpOr(b.AccentColor, "#0a58ca")})
+		"Color": cmpOr(b.AccentColor, "#0a58ca"), "Native": d.assetOf(nil).Symbol})
 }
 
 func cmpOr(a, b string) string {

@@ -653,3 +653,15 @@ func TestPayoutLimits_OwnerSetsThemInAssetUnits_TheAPIEnforcesThem(t *testing.T)
 	p = b.post("/dashboard/settings/payout", url.Values{"allowlist": {"not-an-address"}})
 	require.Equal(t, http.StatusBadRequest, p.Status)
 }
+
+// The branding preview names the chain's own coin (issue #36: an evmd
+// chain's coin is not "ETH").
+func TestBranding_PreviewNamesTheChainsCoin(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, newSQLite(t), invoice.Config{Assets: []store.Asset{store.NativeAsset("TEST")}})
+	b := e.browser()
+	b.signIn("owner@example.com")
+	body := b.get("/dashboard/branding").Body
+	require.Contains(t, body, `<p class="pv-amount">0.5 TEST</p>`)
+	require.NotContains(t, body, "ETH")
+}

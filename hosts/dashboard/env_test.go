@@ -109,13 +109,20 @@ func bothStores(t *testing.T, fn func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, st store.Store, opts ...func(*dashboard.Config)) *env {
 	t.Helper()
+	return newEnvWith(t, st, invoice.Config{}, opts...)
+}
+
+// newEnvWith is newEnv over an invoice service configured with icfg.
+func newEnvWith(t *testing.T, st store.Store, icfg invoice.Config, opts ...func(*dashboard.Config)) *env {
+	t.Helper()
 	creds, err := invoice.NewCredentials(testSecretKey)
 	require.NoError(t, err)
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	mux := httpapi.NewMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	api, err := invoice.New(st, creds, testDeriver(t), 1337, invoice.Config{Now: c.Now, BaseURL: srv.URL})
+	icfg.Now, icfg.BaseURL = c.Now, srv.URL
+	api, err := invoice.New(st, creds, testDeriver(t), 1337, icfg)
 	require.NoError(t, err)
 	api.Routes(mux)
 	deliveries, err := webhook.NewDeliveriesAPI(st, dashboard.DeliveriesAuthenticator{}, webhook.DeliveriesAPIConfig{Now: c.Now})
