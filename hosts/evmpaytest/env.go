@@ -55,8 +55,14 @@ type Config struct {
 	Tokens []Token
 	// Confirmations is the settlement and sweep threshold: blocks built on
 	// top of a payment's (or a sweep's) block. Defaults to 12, the
-	// service's.
+	// service's; none under FinalityInstant and FinalityTag.
 	Confirmations int
+	// Finality is the chain's finality mode (service.Config.Finality):
+	// store.FinalityDepth, store.FinalityInstant, or store.FinalityTag
+	// (the simulated chain finalizes every 32nd block: mine past the next
+	// multiple of 32 for a payment to become final). Defaults to
+	// store.FinalityDepth.
+	Finality string
 	// WebhookURL is the merchant's webhook_url. Defaults to "": no
 	// webhooks are sent.
 	WebhookURL string
@@ -148,7 +154,9 @@ type Env struct {
 // New starts an Env that stops when the test ends.
 func New(tb testing.TB, cfg Config) *Env {
 	tb.Helper()
-	cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
+	if store.FinalityCountsConfirmations(cfg.Finality) {
+		cfg.Confirmations = cmp.Or(cfg.Confirmations, 12)
+	}
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 20*time.Millisecond)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -216,7 +224,7 @@ func (e *Env) start(sweepKey *ecdsa.PrivateKey) {
 	log := func(component string) *slog.Logger { return cfg.Logger.With("component", component) }
 	svc, err := service.New(ctx, service.Config{
 		Store: e.Store, RPC: e.Chain.RPC(), Source: e.Chain.Source(), SecretKey: secret, Wallet: e.Wallet,
-		Confirmations: cfg.Confirmations, Tokens: e.assets()[1:], Pricer: cfg.Pricer, PublicBaseURL: srv.URL,
+		Confirmations: cfg.Confirmations, Finality: cfg.Finality, Tokens: e.assets()[1:], Pricer: cfg.Pricer, PublicBaseURL: srv.URL,
 		AllowPrivateWebhooks: true, PollInterval: cfg.PollInterval, Backfill: true, Logger: cfg.Logger,
 		Invoice:    invoice.Config{Now: cfg.Now, Logger: log("invoice")},
 		Indexer:    indexer.Config{RetryMin: retryMin, RetryMax: retryMax, LockRetryInterval: retryMax, Now: cfg.Now},

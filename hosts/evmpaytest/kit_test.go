@@ -126,3 +126,20 @@ func TestStartChain_OutsideATest(t *testing.T) {
 	require.Equal(t, "7", c.Balance(nil, to).String())
 	require.Panics(t, func() { c.Pay("ethereum:" + to.Hex() + "@1?value=7") }, "another chain's request: a failure panics outside a test")
 }
+
+// Config.Finality reaches every part: under tag finality the invoice is
+// CONFIRMED only once the simulated chain's finalized block (every 32nd)
+// covers the payment, and settles after the sweep is final too.
+func TestKit_TagFinality(t *testing.T) {
+	t.Parallel()
+	env := evmpaytest.New(t, evmpaytest.Config{Finality: store.FinalityTag})
+	inv := env.CreateInvoice(`{"amount_wei":"1000"}`)
+	paidIn := env.Chain.Pay(inv.PaymentURI).BlockNumber.Uint64()
+	env.WaitInvoice(inv.ID, store.StatusConfirmed)
+	fin, ok, err := env.Store.FinalizedBlock(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok && fin >= paidIn, "CONFIRMED with the payment in block %d, the finalized block %d (recorded: %v)", paidIn, fin, ok)
+	require.Zero(t, fin%32, "the simulated chain finalizes every 32nd block")
+	got := env.WaitInvoice(inv.ID, store.StatusSettled)
+	require.Equal(t, store.SweepSwept, got.SweepStatus)
+}
