@@ -424,21 +424,22 @@ func (ix *Indexer) step(ctx, wctx context.Context) (idle bool, err error) {
 // and exports by how much: the lag gauge cannot show it (it is 0 then).
 func (ix *Indexer) noteBehind(ctx context.Context, head uint64) {
 	if !ix.hasCur || head >= ix.cur.BlockNumber {
-		ix.m.nodeBehind.Set(0)
 		if ix.behind {
 			ix.behind = false
 			ix.log.InfoContext(ctx, "indexer: the node caught up with the indexed head", slog.Uint64("node_head", head))
 		}
+		ix.m.nodeBehind.Set(0)
 		return
 	}
 	by := ix.cur.BlockNumber - head
-	ix.m.nodeBehind.Set(float64(by))
 	if !ix.behind {
 		ix.behind = true
 		ix.log.WarnContext(ctx, "indexer: the node's head is below the indexed head; waiting (a lagging, resyncing or reset node)",
 			slog.Uint64("node_head", head), slog.Uint64("indexed_head", ix.cur.BlockNumber),
 			slog.Uint64("behind_blocks", by), slog.Int("max_reorg_depth", ix.cfg.MaxReorgDepth))
 	}
+	// The gauge last: whoever sees it has the warning already written.
+	ix.m.nodeBehind.Set(float64(by))
 }
 
 // checkTip runs when the node has nothing beyond the indexed head: it

@@ -5,7 +5,14 @@
 # v0.7.0 (`cd evmd && go build ./cmd/evmd`) and pass its path as EVMD_BIN.
 #
 #   EVMD_BIN=/path/to/evmd scripts/evmd-node.sh start   # prints KEY=VALUE lines
+#   EVMD_BIN=/path/to/evmd scripts/evmd-node.sh start-peer
 #   scripts/evmd-node.sh stop
+#
+# start-peer adds a second node of the started chain — a full node (not a
+# validator) that syncs from the first over CometBFT's p2p — with its own
+# JSON-RPC on 127.0.0.1:${EVMD_PEER_RPC_PORT:-28546}; it prints
+# PEER_RPC_URL=… and PEER_PIDFILE=… once it has the first node's head.
+# Two nodes of one chain: what node failover (rpcproxy/nodes) is for.
 #
 # Every start wipes the node's home: a new chain (same chain ids, another
 # first block). JSON-RPC on 127.0.0.1:${EVMD_RPC_PORT:-28545}; CometBFT, gRPC
@@ -23,6 +30,10 @@ DIR=${EVMD_DIR:-${TMPDIR:-/tmp}/evmpay-evmd}
 BIN=${EVMD_BIN:-$DIR/evmd}
 HOMEDIR=$DIR/home
 PIDFILE=$DIR/evmd.pid
+PEER_PIDFILE=$DIR/evmd-peer.pid
+PEER_HOME=$DIR/home-peer
+PEER_LOG=$DIR/evmd-peer.log
+PEER_RPC_PORT=${EVMD_PEER_RPC_PORT:-28546}
 LOG=$DIR/evmd.log
 INITLOG=$DIR/init.log
 COSMOS_CHAIN_ID=${COSMOS_CHAIN_ID:-9001}
@@ -33,22 +44,95 @@ DENOM=atest
 KEYRING=test
 KEYALGO=eth_secp256k1
 
-stop_node() {
-	[ -f "$PIDFILE" ] || return 0
+stop_pid() {
+	[ -f "$1" ] || return 0
 	local pid
-	pid=$(cat "$PIDFILE" 2>/dev/null || true)
+	pid=$(cat "$1" 2>/dev/null || true)
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q evmd "/proc/$pid/cmdline" 2>/dev/null; then
 		kill "$pid" 2>/dev/null || true
 		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
 		kill -9 "$pid" 2>/dev/null || true
 	fi
-	rm -f "$PIDFILE"
+	rm -f "$1"
+}
+stop_node() { stop_pid "$PEER_PIDFILE"; stop_pid "$PIDFILE"; }
+
+rpc_at() { curl -s -m 3 -H 'content-type: application/json' -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$2\",\"params\":[]}" "http://127.0.0.1:$1" 2>/dev/null; }
+head_at() { rpc_at "$1" eth_blockNumber | jq -r '.result // empty' 2>/dev/null || true; }
+
+# The other listeners: ports no socket uses now (they lie in the ephemeral
+# range, so an attempt that loses a race for one is retried).
+taken=" "
+pick_port() {
+	local p
+	for _ in $(seq 1 1000); do
+		p=$((36000 + RANDOM % 1000))
+		case "$taken" in *" $p "*) continue ;; esac
+		if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then taken="$taken$p "; echo "$p"; return 0; fi
+	done
+	return 1
+}
+
+# start_peer: a full node of the running chain, peered with the first.
+start_peer() {
+	[ -f "$PIDFILE" ] && [ -f "$DIR/p2p.port" ] || { echo "evmd-node.sh: start the first node first" >&2; exit 1; }
+	stop_pid "$PEER_PIDFILE"
+	local id p2p head pid synced="" attempt
+	id=$("$BIN" comet show-node-id --home "$HOMEDIR" 2>>"$DIR/init.log") || { echo "evmd-node.sh: no node id (see $DIR/init.log)" >&2; exit 1; }
+	p2p=$(cat "$DIR/p2p.port")
+	rm -rf "$PEER_HOME"
+	"$BIN" init peer -o --chain-id "$COSMOS_CHAIN_ID" --home "$PEER_HOME" >>"$DIR/init.log" 2>&1
+	cp "$HOMEDIR/config/genesis.json" "$PEER_HOME/config/genesis.json"
+	cp "$HOMEDIR/config/app.toml" "$PEER_HOME/config/app.toml"
+	cp "$HOMEDIR/config/client.toml" "$PEER_HOME/config/client.toml"
+	sed -e "s#^persistent_peers = .*#persistent_peers = \"$id@127.0.0.1:$p2p\"#" \
+		-e 's/^allow_duplicate_ip = .*/allow_duplicate_ip = true/' \
+		-e 's/^addr_book_strict = .*/addr_book_strict = false/' \
+		"$HOMEDIR/config/config.toml" | sed -e "s#^moniker = .*#moniker = \"peer\"#" >"$PEER_HOME/config/config.toml"
+	for attempt in 1 2 3 4 5; do
+		: >"$PEER_LOG"
+		setsid "$BIN" start --pruning nothing --log_level info \
+			--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
+			--json-rpc.enable --json-rpc.address "127.0.0.1:$PEER_RPC_PORT" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
+			--json-rpc.api eth,txpool,net,web3 \
+			--p2p.laddr "tcp://127.0.0.1:$(pick_port)" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
+			--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
+			--home "$PEER_HOME" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$PEER_LOG" 2>&1 &
+		pid=$!
+		echo "$pid" >"$PEER_PIDFILE"
+		head=$(( $(head_at "$RPC_PORT") ))
+		for _ in $(seq 1 240); do
+			kill -0 "$pid" 2>/dev/null || break
+			bn=$(head_at "$PEER_RPC_PORT")
+			if [ -n "$bn" ] && [ $((bn)) -ge "$head" ]; then synced=1; break; fi
+			sleep 0.5
+		done
+		[ -n "$synced" ] && break
+		if ! kill -0 "$pid" 2>/dev/null && grep -q "address already in use" "$PEER_LOG"; then
+			echo "evmd-node.sh: peer attempt $attempt lost a port race; retrying" >&2
+			wait "$pid" 2>/dev/null || true
+			continue
+		fi
+		break
+	done
+	if [ -z "$synced" ]; then
+		echo "evmd-node.sh: the peer did not reach the first node's head $head; last log lines:" >&2
+		tail -20 "$PEER_LOG" >&2
+		stop_pid "$PEER_PIDFILE"
+		exit 1
+	fi
+	echo "PEER_RPC_URL=http://127.0.0.1:$PEER_RPC_PORT"
+	echo "PEER_PIDFILE=$PEER_PIDFILE"
 }
 
 case "${1:-}" in
 stop) stop_node; exit 0 ;;
 start) ;;
-*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+start-peer)
+	command -v jq >/dev/null || { echo "evmd-node.sh: jq is required (apt-get install jq)" >&2; exit 1; }
+	[ -x "$BIN" ] || { echo "evmd-node.sh: no evmd binary at $BIN; set EVMD_BIN" >&2; exit 1; }
+	start_peer; exit 0 ;;
+*) echo "usage: $0 start|start-peer|stop" >&2; exit 2 ;;
 esac
 
 command -v jq >/dev/null || { echo "evmd-node.sh: jq is required (apt-get install jq)" >&2; exit 1; }
@@ -120,19 +204,7 @@ KEY=${KEY#0x}
 KEY=$(echo "$KEY" | tr 'A-F' 'a-f')
 [[ "$KEY" =~ ^[0-9a-f]{64}$ ]] || { echo "evmd-node.sh: could not export the funded key (see $INITLOG)" >&2; exit 1; }
 
-rpc() { curl -s -m 3 -H 'content-type: application/json' -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":[]}" "http://127.0.0.1:$RPC_PORT" 2>/dev/null; }
-# The other listeners: ports no socket uses now (they lie in the ephemeral
-# range, so an attempt that loses a race for one is retried).
-taken=" "
-pick_port() {
-	local p
-	for _ in $(seq 1 1000); do
-		p=$((36000 + RANDOM % 1000))
-		case "$taken" in *" $p "*) continue ;; esac
-		if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then taken="$taken$p "; echo "$p"; return 0; fi
-	done
-	return 1
-}
+rpc() { rpc_at "$RPC_PORT" "$1"; }
 started=""
 for attempt in 1 2 3 4 5; do
 	: >"$LOG"
@@ -140,7 +212,7 @@ for attempt in 1 2 3 4 5; do
 		--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
 		--json-rpc.enable --json-rpc.address "127.0.0.1:$RPC_PORT" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
 		--json-rpc.api eth,txpool,net,web3 \
-		--p2p.laddr "tcp://127.0.0.1:$(pick_port)" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
+		--p2p.laddr "tcp://127.0.0.1:$(pick_port | tee "$DIR/p2p.port")" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
 		--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
 		--home "$HOMEDIR" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$LOG" 2>&1 &
 	pid=$!

@@ -37,6 +37,15 @@ func looksLikeKey(seg string) bool {
 // which names its nodes the same way.
 func redactURL(u string) string { return nodes.RedactURL(u) }
 
+// redactedNodes is RPC_URL's nodes, each redacted, comma-separated.
+func redactedNodes(list string) string {
+	urls := nodeURLs(list)
+	for i, u := range urls {
+		urls[i] = redactURL(u)
+	}
+	return strings.Join(urls, ",")
+}
+
 // urlInText finds URLs in free text (error messages quote them).
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 

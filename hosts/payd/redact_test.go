@@ -179,3 +179,11 @@ func TestServe_NodeURLWithCredentials_NeverLogged(t *testing.T) {
 		requireNoNodeSecret(t, "payd serve", p.out.String())
 	})
 }
+
+// The startup line names every node of RPC_URL, each redacted (a list was
+// once logged as "(unparsable URL)").
+func TestRedactedNodes_EachNodeRedacted(t *testing.T) {
+	t.Parallel()
+	got := redactedNodes("https://a.example/v3/0123456789abcdef0123456789abcdef, http://u:pw@b.example:8545?apikey=s3cret")
+	require.Equal(t, "https://a.example/v3/xxxxx,http://u:xxxxx@b.example:8545?apikey=xxxxx", got)
+}

@@ -124,7 +124,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		return err
 	}
 	log.Info("payd serving", "roles", roles.String(), "http", a.httpURL(), "rpc_proxy", a.proxyURL(), "metrics", a.metricsURL(),
-		"chain_id", a.chainID, "node", redactURL(env.rpcURL))
+		"chain_id", a.chainID, "nodes", redactedNodes(env.rpcURL))
 	return a.run(ctx)
 }
 
