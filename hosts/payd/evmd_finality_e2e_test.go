@@ -18,8 +18,20 @@ import (
 // swept and settled as always. The chain's own coin is called by its name
 // (NATIVE_SYMBOL: evmd's genesis here names it TEST), not "ETH".
 func TestEvmd_InstantFinality_ConfirmedWithinAFewBlocks(t *testing.T) {
+	confirmedWithinAFewBlocks(t, "instant")
+}
+
+// TestEvmd_TagFinality: evmd answers the "finalized" tag with its latest
+// block, so under FINALITY=tag the indexer records each block as final
+// (its hash checked against the indexed chain) and an invoice is
+// CONFIRMED within a few blocks too.
+func TestEvmd_TagFinality_ConfirmedWithinAFewBlocks(t *testing.T) {
+	confirmedWithinAFewBlocks(t, "tag")
+}
+
+func confirmedWithinAFewBlocks(t *testing.T, finality string) {
 	r := newEvmdRig(t)
-	r.startServe(pgtest.URL(t), "FINALITY=instant", "NATIVE_SYMBOL=TEST")
+	r.startServe(pgtest.URL(t), "FINALITY="+finality, "NATIVE_SYMBOL=TEST", "PRICING_SYMBOLS=TEST=ETH")
 	inv := r.create(map[string]any{"amount_wei": "250000000000000000"})
 	require.Equal(t, "TEST", inv["asset"].(map[string]any)["symbol"])
 	paid := time.Now()
@@ -30,11 +42,11 @@ func TestEvmd_InstantFinality_ConfirmedWithinAFewBlocks(t *testing.T) {
 	r.untilStatus(id, "CONFIRMED", 60*time.Second)
 	head, err := r.eth.BlockNumber(r.ctx)
 	require.NoError(t, err)
-	figure(t, "native paid→confirmed (instant finality)", time.Since(paid))
+	figure(t, "native paid→confirmed ("+finality+" finality)", time.Since(paid))
 	require.LessOrEqual(t, head-receipt.BlockNumber.Uint64(), uint64(4),
 		"confirmed within a few blocks of the payment's block %d (head %d when seen)", receipt.BlockNumber, head)
 	got, _ := r.untilStatus(id, "SETTLED", 120*time.Second)
-	figure(t, "native paid→settled (instant finality)", time.Since(paid))
+	figure(t, "native paid→settled ("+finality+" finality)", time.Since(paid))
 	require.Equal(t, "SWEPT", got["sweep_status"])
 	r.requireWebhooks(id, "invoice.paid", "invoice.confirmed", "invoice.settled")
 }
