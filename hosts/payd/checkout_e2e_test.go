@@ -324,6 +324,8 @@ func TestCheckout_InARealBrowser(t *testing.T) {
 		require.Equal(t, "0x539", added["chainId"])
 		require.Equal(t, []any{dev.proxy}, added["rpcUrls"], "the wallet is offered the public RPC proxy")
 		require.Equal(t, "evmpay dev chain", added["chainName"])
+		require.Equal(t, map[string]any{"name": "ETH", "symbol": "ETH", "decimals": float64(18)}, added["nativeCurrency"],
+			"the chain's coin (NATIVE_SYMBOL; the dev chain's is ETH)")
 		sent := w.sent()
 		require.Equal(t, common.HexToAddress(inv["deposit_address"].(string)), sent.To)
 		require.Equal(t, "300000000000000000", sent.Value.String(), "exactly the amount")
