@@ -107,7 +107,9 @@ func TestEvmd_TwoNodes_OneKilledMidRun_NoBlockLostNothingSentTwice(t *testing.T)
 	waitUntil(t, 30*time.Second, 500*time.Millisecond, func() bool {
 		nodes = status()
 		return nodes[0]["up"] == false && nodes[1]["current"] == true
-	}, func() string { return fmt.Sprintf("the dead node still usable, or reads not on the validator: %v", nodes) })
+	}, func() string {
+		return fmt.Sprintf("the dead node still usable, or reads not on the validator: %v", nodes)
+	})
 
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
