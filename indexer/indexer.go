@@ -201,6 +201,52 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	}
 }
 
+// Sync indexes once: it takes the "indexer" lock (an error wrapping
+// store.ErrLocked when another process holds it), checks the node's chain
+// as Run does at start, indexes every block the node has now, follows a
+// reorg it finds, and returns. Nothing is retried: a failure is returned.
+// Run does the same work every PollInterval; Sync is for hosts that
+// schedule it themselves, and for tests that drive the chain block by
+// block (evmpaytest's Env.Step). Sync and Run must not overlap.
+func (ix *Indexer) Sync(ctx context.Context) error {
+	if !ix.running.CompareAndSwap(false, true) {
+		return errors.New("indexer: Sync called while Run or Sync is running")
+	}
+	defer ix.running.Store(false)
+	lock, err := ix.st.TryLock(ctx, LockName)
+	if err != nil {
+		return fmt.Errorf("indexer: %w", err)
+	}
+	defer lock.Unlock()
+	// Stop writing as soon as the lock is lost, as Run does.
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-lock.Lost():
+			cancel(errLockLost)
+		case <-sctx.Done():
+		}
+	}()
+	if err := ix.prepare(sctx, slog.LevelDebug); err != nil {
+		return err
+	}
+	for moved := 0; ; {
+		idle, err := ix.step(sctx, sctx)
+		switch {
+		case errors.Is(err, ErrChainMoved) && moved < 3:
+			moved++ // the node's answers changed while reading: read again
+		case err != nil:
+			if cause := context.Cause(sctx); errors.Is(cause, errLockLost) {
+				return errLockLost
+			}
+			return err
+		case idle:
+			return nil
+		}
+	}
+}
+
 // fatal reports the errors that stop Run: an operator decides.
 func fatal(err error) bool {
 	return errors.Is(err, store.ErrReorgTooDeep) || errors.Is(err, ErrWrongChain) || errors.Is(err, ErrChainChanged)
@@ -240,7 +286,7 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 			err  error
 		)
 		if !ready {
-			err = ix.prepare(ctx)
+			err = ix.prepare(ctx, slog.LevelInfo)
 			ready = err == nil
 		}
 		if ready {
@@ -293,7 +339,9 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 }
 
 // prepare checks the node's chain and loads the cursor.
-func (ix *Indexer) prepare(ctx context.Context) error {
+// prepare checks the node and loads the cursor; it logs where indexing
+// starts at level (Sync, called per block, says it at debug level).
+func (ix *Indexer) prepare(ctx context.Context, level slog.Level) error {
 	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
 	id, err := ix.src.ChainID(rctx)
 	cancel()
@@ -362,7 +410,7 @@ func (ix *Indexer) prepare(ctx context.Context) error {
 	default:
 		attrs = append(attrs, slog.String("start", "head"))
 	}
-	ix.log.InfoContext(ctx, "indexer: running", attrs...)
+	ix.log.Log(ctx, level, "indexer: running", attrs...)
 	return nil
 }
 

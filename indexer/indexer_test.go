@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -402,4 +403,50 @@ func TestReorg_BelowTheFirstIndexedBlock_ReplacesWhatWasIndexed(t *testing.T) {
 	require.Len(t, reorgs, 1)
 	require.Equal(t, first, reorgs[0].ForkBlock, "nothing below the first indexed block is compared")
 	require.Equal(t, 3, reorgs[0].Depth)
+}
+
+// Sync indexes what the node has now and returns — no polling, no
+// retrying — following a reorg it finds; it refuses while another
+// process holds the lock, and while Run is running in this one.
+func TestSync_IndexesWhatTheNodeHasNow_ThenReturns(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	st := pgtest.New(t)
+	c.mine(3, 2)
+	ix, err := indexer.New(c.source(), st, indexer.Config{Backfill: true, Logger: testLogger(t)})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, ix.Sync(ctx))
+	requireCanonical(t, st, c, 0) // every block up to the head, at once
+
+	c.mine(2, 1)
+	require.NoError(t, ix.Sync(ctx))
+	requireCanonical(t, st, c, 0)
+
+	c.fork(2) // the last two blocks orphaned; the new branch is longer
+	c.mine(3, 1)
+	require.NoError(t, ix.Sync(ctx))
+	requireCanonical(t, st, c, 0)
+	reorgs, err := st.ListReorgs(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, reorgs, 1)
+
+	lock, err := st.TryLock(ctx, indexer.LockName)
+	require.NoError(t, err)
+	require.ErrorIs(t, ix.Sync(ctx), store.ErrLocked)
+	require.NoError(t, lock.Unlock())
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(runCtx) }()
+	require.Eventually(t, func() bool { // Run holds the lock
+		l, err := st.TryLock(ctx, indexer.LockName)
+		if err == nil {
+			_ = l.Unlock()
+		}
+		return errors.Is(err, store.ErrLocked)
+	}, waitFor, 5*time.Millisecond)
+	require.ErrorContains(t, ix.Sync(ctx), "Sync called while Run or Sync is running")
+	stop()
+	require.NoError(t, <-done)
 }

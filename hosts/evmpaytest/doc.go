@@ -22,6 +22,22 @@
 // Env.Store and Env.Wallet are the store and the deposit wallet. Sync and
 // WaitInvoice work the same: they read the store.
 //
+// # One step at a time
+//
+// With Config.Manual nothing runs by itself: Env.Step processes what the
+// chain holds now — the indexer indexes to the head, settlement settles,
+// the sweep makes one pass — in the test's goroutine, and returns, as
+// rivertest runs a job inside the test. A payment is PAID the moment Step
+// returns; mine the confirmations and Step again for CONFIRMED:
+//
+//	env := evmpaytest.New(t, evmpaytest.Config{Manual: true, Confirmations: 3})
+//	env.Chain.Pay(inv.PaymentURI)
+//	env.Step()       // PAID now
+//	env.Chain.Mine(3)
+//	env.Step()       // CONFIRMED now
+//
+// The waits (Sync, WaitInvoice, WaitOutbound) call Step themselves.
+//
 // The parts also come alone: NewChain (the simulated chain: Mine, Pay,
 // Balance, DeployToken, and RPC, a raw JSON-RPC client for
 // indexer.NewRPCSource), NewStore (a SQLite store), Output (a writer to

@@ -73,6 +73,13 @@ type Config struct {
 	// indexer, settlement, sweep and the webhook dispatcher run until the
 	// test ends.
 	NoServices bool
+	// Manual builds evmpay's packages (the invoice API serves at URL) but
+	// runs none of their workers: the test advances them itself with Step,
+	// synchronously, as rivertest runs a job inside the test (Sync and
+	// WaitInvoice then call Step instead of waiting). Webhooks are not
+	// delivered; the events are recorded (Events, RequireEvents). Defaults
+	// to false: the workers run on their own until the test ends.
+	Manual bool
 	// PollInterval is how often the running packages look at the chain
 	// and the store. Defaults to 20 ms.
 	PollInterval time.Duration
@@ -252,7 +259,27 @@ func (e *Env) start(sweepKey *ecdsa.PrivateKey) {
 	e.Owner, err = e.Invoices.Owner(ctx, m.Merchant.ID)
 	must(tb, err)
 	_ = sweepKey
-	e.Go("evmpay", svc.Run)
+	if !cfg.Manual {
+		e.Go("evmpay", svc.Run)
+	}
+}
+
+// Step processes what the chain holds now, synchronously, and returns:
+// the indexer indexes every block up to the head (indexer.Indexer.Sync),
+// settlement settles them — payments, confirmations, expiries
+// (settlement.Settler.Sync) — and the sweep makes one pass
+// (sweep.Sweeper.RunOnce: it may sign and send transactions, which the
+// next mined block holds). It mines nothing and fails the test with the
+// first error. Only with Config.Manual.
+func (e *Env) Step() {
+	e.tb.Helper()
+	if !e.cfg.Manual || e.Service == nil {
+		e.tb.Fatalf("evmpaytest: Step needs Config.Manual (otherwise the workers run by themselves)")
+	}
+	ctx := context.Background()
+	must(e.tb, e.Service.Indexer.Sync(ctx))
+	must(e.tb, e.Service.Settlement.Sync(ctx))
+	must(e.tb, e.Service.Sweeper.RunOnce(ctx))
 }
 
 // assets are the accepted assets: the native coin, then the tokens.

@@ -143,3 +143,28 @@ func TestKit_TagFinality(t *testing.T) {
 	got := env.WaitInvoice(inv.ID, store.StatusSettled)
 	require.Equal(t, store.SweepSwept, got.SweepStatus)
 }
+
+// Manual: nothing runs by itself; Step processes what the chain holds,
+// synchronously — a payment is PAID the moment Step returns, CONFIRMED
+// after the confirmations are mined and Step runs again — and the waits
+// drive Step themselves.
+func TestKit_Manual_StepProcessesTheChainNow(t *testing.T) {
+	t.Parallel()
+	env := evmpaytest.New(t, evmpaytest.Config{Manual: true, Confirmations: 3})
+	inv := env.CreateInvoice(`{"amount_wei":"5000"}`)
+	env.Chain.Pay(inv.PaymentURI)
+	get := func() store.Invoice {
+		got, err := env.Store.GetInvoice(context.Background(), inv.ID)
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, store.StatusPending, get().Status, "nothing runs by itself")
+	env.Step()
+	require.Equal(t, store.StatusPaid, get().Status, "PAID when Step returns")
+	env.Chain.Mine(3)
+	env.Step()
+	require.Equal(t, store.StatusConfirmed, get().Status, "CONFIRMED when Step returns")
+	got := env.WaitInvoice(inv.ID, store.StatusSettled)
+	require.Equal(t, store.SweepSwept, got.SweepStatus)
+	env.RequireEvents(inv.ID, "invoice.paid", "invoice.confirmed", "invoice.settled")
+}

@@ -23,6 +23,9 @@ func (e *Env) WaitOutbound(id int64, status string) store.Outbound {
 	what := fmt.Sprintf("outbound %d %s", id, status)
 	e.cfg.Wait.Until(e.tb, what, func() (bool, any) {
 		e.failIfStopped()
+		if e.cfg.Manual {
+			e.Step()
+		}
 		head := e.head()
 		ok, seen := e.caughtUp(head)
 		if !ok {

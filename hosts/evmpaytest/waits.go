@@ -26,6 +26,9 @@ func (e *Env) Sync() {
 	e.tb.Helper()
 	e.cfg.Wait.Until(e.tb, "the indexer and settlement at the chain's head", func() (bool, any) {
 		e.failIfStopped()
+		if e.cfg.Manual {
+			e.Step()
+		}
 		return e.caughtUp(e.head())
 	})
 }
@@ -48,6 +51,9 @@ func (e *Env) WaitInvoice(id int64, status string) store.Invoice {
 	what := fmt.Sprintf("invoice %d %s", id, status)
 	e.cfg.Wait.Until(e.tb, what, func() (bool, any) {
 		e.failIfStopped()
+		if e.cfg.Manual {
+			e.Step()
+		}
 		head := e.head()
 		ok, seen := e.caughtUp(head)
 		if !ok {
