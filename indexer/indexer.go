@@ -338,7 +338,6 @@ func (ix *Indexer) loop(ctx, wctx context.Context) error {
 	}
 }
 
-// prepare checks the node's chain and loads the cursor.
 // prepare checks the node and loads the cursor; it logs where indexing
 // starts at level (Sync, called per block, says it at debug level).
 func (ix *Indexer) prepare(ctx context.Context, level slog.Level) error {

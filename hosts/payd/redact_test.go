@@ -170,12 +170,16 @@ func TestServe_NodeURLWithCredentials_NeverLogged(t *testing.T) {
 		require.Contains(t, p.out.String(), "payd serving")
 		require.Contains(t, p.out.String(), nodeAddr+"/v3/xxxxx?apikey=xxxxx", "the startup line names the node, redacted")
 
+		// The node goes away: its port refuses, and the connections it had
+		// are closed — in that order, or a client that reconnects in between
+		// keeps a live connection to the "dead" node (make test saw the
+		// indexer never fail: it was still being served).
+		node.Listener.Close()
 		node.CloseClientConnections()
-		node.Listener.Close() // the node goes away; its port refuses
-		require.Eventually(t, func() bool {
+		waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
 			out := p.out.String()
 			return strings.Contains(out, "component=indexer") && strings.Contains(out, "connection refused")
-		}, 60*time.Second, 200*time.Millisecond, "the indexer never logged the outage:\n%s", p.out.String())
+		}, func() string { return "the indexer never logged the outage:\n" + p.out.String() })
 		requireNoNodeSecret(t, "payd serve", p.out.String())
 	})
 }
