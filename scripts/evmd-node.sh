@@ -73,11 +73,44 @@ pick_port() {
 	return 1
 }
 
+# launch starts evmd on home with its JSON-RPC on rpc_port, its log in log
+# and its pid in pidfile (the other listeners on free ports; the p2p port
+# written to p2pfile when one is given), and waits until the node's head is
+# at least min_head. An attempt that loses a port race is retried.
+launch() {
+	local home=$1 rpc_port=$2 log=$3 pidfile=$4 min_head=$5 p2pfile=${6:-/dev/null} pid attempt bn
+	for attempt in 1 2 3 4 5; do
+		: >"$log"
+		setsid "$BIN" start --pruning nothing --log_level info \
+			--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
+			--json-rpc.enable --json-rpc.address "127.0.0.1:$rpc_port" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
+			--json-rpc.api eth,txpool,net,web3 \
+			--p2p.laddr "tcp://127.0.0.1:$(pick_port | tee "$p2pfile")" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
+			--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
+			--home "$home" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$log" 2>&1 &
+		pid=$!
+		echo "$pid" >"$pidfile"
+		for _ in $(seq 1 240); do
+			kill -0 "$pid" 2>/dev/null || break
+			bn=$(head_at "$rpc_port")
+			if [ -n "$bn" ] && [ $((bn)) -ge "$min_head" ]; then return 0; fi
+			sleep 0.5
+		done
+		if ! kill -0 "$pid" 2>/dev/null && grep -q "address already in use" "$log"; then
+			echo "evmd-node.sh: attempt $attempt lost a port race; retrying" >&2
+			wait "$pid" 2>/dev/null || true
+			continue
+		fi
+		return 1
+	done
+	return 1
+}
+
 # start_peer: a full node of the running chain, peered with the first.
 start_peer() {
 	[ -f "$PIDFILE" ] && [ -f "$DIR/p2p.port" ] || { echo "evmd-node.sh: start the first node first" >&2; exit 1; }
 	stop_pid "$PEER_PIDFILE"
-	local id p2p head pid synced="" attempt
+	local id p2p head synced=""
 	id=$("$BIN" comet show-node-id --home "$HOMEDIR" 2>>"$DIR/init.log") || { echo "evmd-node.sh: no node id (see $DIR/init.log)" >&2; exit 1; }
 	p2p=$(cat "$DIR/p2p.port")
 	rm -rf "$PEER_HOME"
@@ -89,32 +122,8 @@ start_peer() {
 		-e 's/^allow_duplicate_ip = .*/allow_duplicate_ip = true/' \
 		-e 's/^addr_book_strict = .*/addr_book_strict = false/' \
 		"$HOMEDIR/config/config.toml" | sed -e "s#^moniker = .*#moniker = \"peer\"#" >"$PEER_HOME/config/config.toml"
-	for attempt in 1 2 3 4 5; do
-		: >"$PEER_LOG"
-		setsid "$BIN" start --pruning nothing --log_level info \
-			--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
-			--json-rpc.enable --json-rpc.address "127.0.0.1:$PEER_RPC_PORT" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
-			--json-rpc.api eth,txpool,net,web3 \
-			--p2p.laddr "tcp://127.0.0.1:$(pick_port)" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
-			--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
-			--home "$PEER_HOME" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$PEER_LOG" 2>&1 &
-		pid=$!
-		echo "$pid" >"$PEER_PIDFILE"
-		head=$(( $(head_at "$RPC_PORT") ))
-		for _ in $(seq 1 240); do
-			kill -0 "$pid" 2>/dev/null || break
-			bn=$(head_at "$PEER_RPC_PORT")
-			if [ -n "$bn" ] && [ $((bn)) -ge "$head" ]; then synced=1; break; fi
-			sleep 0.5
-		done
-		[ -n "$synced" ] && break
-		if ! kill -0 "$pid" 2>/dev/null && grep -q "address already in use" "$PEER_LOG"; then
-			echo "evmd-node.sh: peer attempt $attempt lost a port race; retrying" >&2
-			wait "$pid" 2>/dev/null || true
-			continue
-		fi
-		break
-	done
+	head=$(( $(head_at "$RPC_PORT") ))
+	launch "$PEER_HOME" "$PEER_RPC_PORT" "$PEER_LOG" "$PEER_PIDFILE" "$head" && synced=1
 	if [ -z "$synced" ]; then
 		echo "evmd-node.sh: the peer did not reach the first node's head $head; last log lines:" >&2
 		tail -20 "$PEER_LOG" >&2
@@ -206,31 +215,7 @@ KEY=$(echo "$KEY" | tr 'A-F' 'a-f')
 
 rpc() { rpc_at "$RPC_PORT" "$1"; }
 started=""
-for attempt in 1 2 3 4 5; do
-	: >"$LOG"
-	setsid "$BIN" start --pruning nothing --log_level info \
-		--minimum-gas-prices="${MIN_GAS_PRICE}$DENOM" --evm.min-tip=0 --evm.evm-chain-id "$EVM_CHAIN_ID" \
-		--json-rpc.enable --json-rpc.address "127.0.0.1:$RPC_PORT" --json-rpc.ws-address "127.0.0.1:$(pick_port)" \
-		--json-rpc.api eth,txpool,net,web3 \
-		--p2p.laddr "tcp://127.0.0.1:$(pick_port | tee "$DIR/p2p.port")" --rpc.laddr "tcp://127.0.0.1:$(pick_port)" \
-		--proxy_app "tcp://127.0.0.1:$(pick_port)" --grpc.address "127.0.0.1:$(pick_port)" \
-		--home "$HOMEDIR" --chain-id "$COSMOS_CHAIN_ID" </dev/null >>"$LOG" 2>&1 &
-	pid=$!
-	echo "$pid" >"$PIDFILE"
-	for _ in $(seq 1 240); do
-		kill -0 "$pid" 2>/dev/null || break
-		bn=$(rpc eth_blockNumber | jq -r '.result // empty' 2>/dev/null || true)
-		if [ -n "$bn" ] && [ $((bn)) -ge 1 ]; then started=1; break; fi
-		sleep 0.5
-	done
-	[ -n "$started" ] && break
-	if ! kill -0 "$pid" 2>/dev/null && grep -q "address already in use" "$LOG"; then
-		echo "evmd-node.sh: attempt $attempt lost a port race; retrying" >&2
-		wait "$pid" 2>/dev/null || true
-		continue
-	fi
-	break
-done
+launch "$HOMEDIR" "$RPC_PORT" "$LOG" "$PIDFILE" 1 "$DIR/p2p.port" && started=1
 if [ -z "$started" ]; then
 	echo "evmd-node.sh: JSON-RPC did not reach block 1; last log lines:" >&2
 	tail -20 "$LOG" >&2

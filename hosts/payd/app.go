@@ -375,6 +375,17 @@ func (a *app) checkChain(ctx context.Context) error {
 		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, redactURL(a.cfg.rpcURL), id)
 	}
 	a.chainID = id.Uint64()
+	// The node must serve the chain the database holds before anything is
+	// read from it: on another chain the configured tokens are not there,
+	// and "decimals() returned 0 bytes" would hide the real reason.
+	// (service.New checks again and keeps checking.)
+	ident, err := indexer.NewIdentity(indexer.NewRPCSource(a.rpc), a.st, indexer.IdentityConfig{ChainID: a.chainID})
+	if err != nil {
+		return err
+	}
+	if _, err := ident.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
 	return nil
 }
 

@@ -100,14 +100,16 @@ func (r *swapRig) mine(c *devChain, n int) {
 // database.
 func (r *swapRig) newApp(roles ...string) (*app, error) {
 	r.t.Helper()
+	return r.newAppWith(roles, nil)
+}
+
+// newAppWith is newApp with opt changing the configuration (nil: none).
+func (r *swapRig) newAppWith(roles []string, opt func(*appConfig)) (*app, error) {
+	r.t.Helper()
 	keys, err := newDevProvider(func(string) string { return "" }, r.keysDir)
 	require.NoError(r.t, err)
-	rs := roleSet{}
-	for _, role := range roles {
-		rs[role] = true
-	}
-	return newApp(context.Background(), r.st, appConfig{
-		roles:           rs,
+	cfg := appConfig{
+		roles:           roleSet{},
 		httpAddr:        "127.0.0.1:0",
 		proxyAddr:       "127.0.0.1:0",
 		metricsAddr:     "127.0.0.1:0",
@@ -121,7 +123,14 @@ func (r *swapRig) newApp(roles ...string) (*app, error) {
 		proxyBurst:      100,
 		chainCheckEvery: 20 * time.Millisecond,
 		log:             slog.New(slog.NewTextHandler(io.MultiWriter(&r.logs, testLog{r.t}), nil)),
-	})
+	}
+	for _, role := range roles {
+		cfg.roles[role] = true
+	}
+	if opt != nil {
+		opt(&cfg)
+	}
+	return newApp(context.Background(), r.st, cfg)
 }
 
 // startRoles starts the api, the gateway and the workers as three apps.
@@ -281,6 +290,15 @@ func TestServe_ChainSwappedShallow_EveryRoleRefusesNothingReverted(t *testing.T)
 	require.Empty(t, reorgs, "not taken for a reorg")
 
 	_, err = r.newApp(roleGateway)
+	require.ErrorIs(t, err, indexer.ErrChainChanged)
+	require.Contains(t, err.Error(), "refusing to start")
+
+	// With a token configured, whose contract the new chain does not
+	// have, the reason is still the chain (the evmd run once said
+	// "decimals() returned 0 bytes").
+	_, err = r.newAppWith([]string{roleAPI}, func(c *appConfig) {
+		c.tokens = []tokenConfig{{Symbol: "USDC", Address: common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")}}
+	})
 	require.ErrorIs(t, err, indexer.ErrChainChanged)
 	require.Contains(t, err.Error(), "refusing to start")
 }
