@@ -237,3 +237,33 @@ func TestPool_Guard_ExcludesANodeOfAnotherChainWithTheSameChainID(t *testing.T) 
 	require.NoError(t, client.CallContext(context.Background(), &h, "eth_getBlockByNumber", "0x0", false))
 	require.Equal(t, genesis, h.Hash)
 }
+
+// A node that reports a height a moment before it serves the block (evmd's
+// JSON-RPC, found by the two-node evmd run: "reports head 14 but does not
+// serve block 14") stays usable, at the head it serves; one whose head is
+// far beyond its blocks is still excluded.
+func TestPool_NodeOneAheadOfItsBlocks_StaysUsableAtTheHeadItServes(t *testing.T) {
+	t.Parallel()
+	c := newChain(t, 1337)
+	for range 10 {
+		c.b.Commit()
+	}
+	ahead, future := newFront(t, c.url), newFront(t, c.url)
+	ahead.mode.Store("ahead1")
+	future.mode.Store("future")
+	p := newPool(t, []string{ahead.URL(), future.URL()}, testConfig(t))
+	require.NoError(t, p.Check(context.Background()))
+	s := statusOf(t, p, ahead.URL())
+	require.True(t, s.Up, "%+v", s)
+	require.EqualValues(t, 10, s.Head, "the head it serves")
+	f := statusOf(t, p, future.URL())
+	require.False(t, f.Up)
+	require.Equal(t, nodes.ProblemBadHead, f.Problem)
+
+	client, err := p.Client(context.Background())
+	require.NoError(t, err)
+	defer client.Close()
+	var bal hexutil.Big
+	require.NoError(t, client.CallContext(context.Background(), &bal, "eth_getBalance", payer, "latest"))
+	require.Equal(t, 1, ahead.count("eth_getBalance"), "reads go to it")
+}

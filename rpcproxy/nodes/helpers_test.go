@@ -120,7 +120,9 @@ type front struct {
 
 	// mode: "" (forward), "garbage" (a truncated JSON answer), "500",
 	// "html" (a large HTML page with status 200),
-	// "hang" (never answers), "future" (reports a head far in the future).
+	// "hang" (never answers), "future" (reports a head far in the future),
+	// "ahead1" (reports a head one above the block it serves, as evmd's
+	// JSON-RPC does for a moment after each commit).
 	mode atomic.Value
 	lag  atomic.Int64 // > 0: hides its last lag blocks (head, blocks, "latest")
 	hold atomic.Int64 // >= 0: pretends its head is this block
@@ -268,6 +270,14 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "future":
 		f.intercept(w, calls, batch, 1<<40)
+		return
+	case "ahead1":
+		real, err := f.realHead()
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		f.intercept(w, calls, batch, real+1) // block real+1 does not exist yet: null
 		return
 	}
 	if h := f.hold.Load(); h >= 0 {

@@ -353,9 +353,11 @@ func (p *Pool) checkNode(ctx context.Context, n *node) checkResult {
 	if !got[0] || !got[1] {
 		return down(ProblemDown, errors.New("answer lacks eth_chainId or eth_blockNumber"))
 	}
-	if problem, err := p.servesHead(ctx, n, r.head); err != nil {
+	served, problem, err := p.servesHead(ctx, n, r.head)
+	if err != nil {
 		return down(problem, err)
 	}
+	r.head = served
 	if p.cfg.Guard == nil {
 		return r
 	}
@@ -378,25 +380,42 @@ func (p *Pool) checkNode(ctx context.Context, n *node) checkResult {
 	return r
 }
 
-// servesHead checks that n has the block at the head it reported.
-func (p *Pool) servesHead(ctx context.Context, n *node, head uint64) (string, error) {
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["%s",false]}`, hexutil.Uint64(head))
+// servesHead checks that n has the block at the head it reported, or the
+// one below, and returns the highest of them it serves: a node may report
+// a height a moment before it serves its block (evmd's JSON-RPC does, after
+// CometBFT commits it), which is no reason to take it out. A node that
+// serves neither is lying about its head (ProblemBadHead).
+func (p *Pool) servesHead(ctx context.Context, n *node, head uint64) (uint64, string, error) {
+	for h := head; ; h-- {
+		ok, err := p.servesBlock(ctx, n, h)
+		switch {
+		case err != nil:
+			return 0, ProblemDown, err
+		case ok:
+			return h, "", nil
+		case h == 0 || h+1 == head:
+			return 0, ProblemBadHead, fmt.Errorf("reports head %d but serves neither it nor block %d", head, h)
+		}
+	}
+}
+
+// servesBlock reports whether n answers eth_getBlockByNumber(number) with
+// that block; an error is a failed exchange or a malformed answer.
+func (p *Pool) servesBlock(ctx context.Context, n *node, number uint64) (bool, error) {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["%s",false]}`, hexutil.Uint64(number))
 	req := parseRequest(body)
 	status, out, err := p.exchange(ctx, n, body)
 	if err != nil {
-		return ProblemDown, err
+		return false, err
 	}
 	as, ok := parseAnswers(&req, out)
 	if nodeFault(status) || !ok {
-		return ProblemDown, badAnswer(status, out)
+		return false, badAnswer(status, out)
 	}
 	var blk *struct {
 		Number hexutil.Uint64 `json:"number"`
 	}
-	if as[0].Error != nil || json.Unmarshal(as[0].Result, &blk) != nil || blk == nil || uint64(blk.Number) != head {
-		return ProblemBadHead, fmt.Errorf("reports head %d but does not serve block %d", head, head)
-	}
-	return "", nil
+	return as[0].Error == nil && json.Unmarshal(as[0].Result, &blk) == nil && blk != nil && uint64(blk.Number) == number, nil
 }
 
 // apply records a round's results.
@@ -664,8 +683,13 @@ func (p *Pool) observeHead(ctx context.Context, n *node, head uint64, at time.Ti
 	p.mu.Lock()
 	verify := head > n.verified+p.cfg.MaxLag
 	p.mu.Unlock()
+	served := head
 	if verify {
-		if problem, err := p.servesHead(ctx, n, head); err != nil {
+		var (
+			problem string
+			err     error
+		)
+		if served, problem, err = p.servesHead(ctx, n, head); err != nil {
 			if ctx.Err() == nil {
 				p.failAs(n, problem, err)
 			}
@@ -675,7 +699,7 @@ func (p *Pool) observeHead(ctx context.Context, n *node, head uint64, at time.Ti
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if verify {
-		n.verified = max(n.verified, head)
+		n.verified = max(n.verified, served)
 	}
 	if head < p.served {
 		p.log.Warn("nodes: node answered a head below one already served: not used until it catches up",
