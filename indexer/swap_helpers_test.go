@@ -3,19 +3,15 @@ package indexer_test
 import (
 	"context"
 	"math/big"
-	"net"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/eth/ethconfig"
-	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
@@ -39,18 +35,10 @@ type httpChain struct {
 
 func newHTTPChain(t *testing.T) *httpChain {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
 	alloc := types.GenesisAlloc{crypto.PubkeyToAddress(swapKey.PublicKey): {Balance: balance}}
-	b := simchain.New(t, alloc, func(nc *node.Config, _ *ethconfig.Config) {
-		nc.HTTPHost = "127.0.0.1"
-		nc.HTTPPort = port
-		nc.HTTPModules = []string{"eth", "net"}
-	})
-	return &httpChain{t: t, b: b, url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	b := simchain.New(t, alloc, simchain.HTTP("eth", "net"))
+	return &httpChain{t: t, b: b, url: b.HTTPURL()}
 }
 
 // mine commits n blocks, each with one transfer to `to` (so that two

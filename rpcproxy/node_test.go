@@ -3,35 +3,22 @@ package rpcproxy
 import (
 	"context"
 	"math/big"
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
-	"github.com/ethereum/go-ethereum/node"
 	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 )
 
 // startNode runs go-ethereum's simulated backend serving real JSON-RPC over
 // HTTP on a free loopback port and returns its URL.
-func startNode(t *testing.T) (*simulated.Backend, string) {
+func startNode(t *testing.T) (*simchain.Backend, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-
-	sim := simulated.NewBackend(types.GenesisAlloc{}, func(nc *node.Config, _ *ethconfig.Config) {
-		nc.HTTPHost = "127.0.0.1"
-		nc.HTTPPort = port
-		nc.HTTPModules = []string{"eth", "net", "web3", "debug"}
-	})
-	t.Cleanup(func() { sim.Close() })
-	return sim, "http://127.0.0.1:" + strconv.Itoa(port)
+	sim := simchain.New(t, types.GenesisAlloc{}, simchain.HTTP("eth", "net", "web3", "debug"))
+	return sim, sim.HTTPURL()
 }
 
 func TestNode_ChainIDAnsweredThroughProxy(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log"
 	"math/big"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -66,10 +67,6 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 			ln.Close()
 		}
 	}()
-	inner, err := freePort("127.0.0.1")
-	if err != nil {
-		return nil, err
-	}
 	w, err := devWallet()
 	if err != nil {
 		return nil, err
@@ -85,15 +82,29 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	for _, a := range extra {
 		alloc[a] = types.Account{Balance: devFunds}
 	}
-	backend, err := newSimulatedBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
-		nc.HTTPHost = "127.0.0.1"
-		nc.HTTPPort = inner
-		nc.HTTPModules = []string{"eth", "net", "web3"}
-		nc.HTTPVirtualHosts = []string{"*"}
-		nc.HTTPCors = []string{"*"}
-	})
-	if err != nil {
-		return nil, err
+	// The node listens on a loopback port of its own, behind ln. Another
+	// process may still bind the port first: then try another.
+	var (
+		backend *simulated.Backend
+		inner   int
+	)
+	for attempt := 1; ; attempt++ {
+		if inner, err = loopbackPort(); err != nil {
+			return nil, err
+		}
+		backend, err = newSimulatedBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
+			nc.HTTPHost = "127.0.0.1"
+			nc.HTTPPort = inner
+			nc.HTTPModules = []string{"eth", "net", "web3"}
+			nc.HTTPVirtualHosts = []string{"*"}
+			nc.HTTPCors = []string{"*"}
+		})
+		if err == nil {
+			break
+		}
+		if attempt == 5 {
+			return nil, err
+		}
 	}
 	c := &devChain{
 		backend: backend,
@@ -246,14 +257,26 @@ func (c *devChain) ChainID(ctx context.Context) (uint64, error) {
 	return id.Uint64(), nil
 }
 
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+// loopbackPort returns a port on 127.0.0.1 that is free now and lies below
+// Linux's ephemeral range (32768–60999), so that no outgoing connection's
+// source port takes it between this check and its user's bind. A port
+// from the ephemeral range (what port 0 gives) is free only for a moment:
+// on a busy machine a client connection picks it up within seconds.
+func loopbackPort() (int, error) {
+	for range 200 {
+		p := loopbackPortMin + rand.IntN(loopbackPortMax-loopbackPortMin+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free loopback port in %d–%d", loopbackPortMin, loopbackPortMax)
 }
+
+// The range loopbackPort picks from.
+const loopbackPortMin, loopbackPortMax = 20000, 32767
 
 // devTokenMint is what `payd dev` mints to each funded dev account:
 // 1,000,000 USDC of 6 decimals.

@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
-	"github.com/ethereum/go-ethereum/node"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/rpcproxy/nodes"
 )
@@ -21,13 +19,11 @@ import (
 // A pool of two nodes of chain 1337, one of them down: the check says so,
 // and go-ethereum's client reads through the pool from the other.
 func Example() {
-	live := "http://127.0.0.1:" + strconv.Itoa(unusedPort())
-	sim := simulated.NewBackend(types.GenesisAlloc{}, func(nc *node.Config, _ *ethconfig.Config) {
-		nc.HTTPHost, nc.HTTPPort, nc.HTTPModules = "127.0.0.1", mustPort(live), []string{"eth"}
-	})
+	sim := simchain.NewBackend(types.GenesisAlloc{}, simchain.HTTP("eth"))
 	defer sim.Close()
 	sim.Commit()
 	sim.Commit()
+	live := sim.HTTPURL()
 	down := "http://127.0.0.1:" + strconv.Itoa(unusedPort()) // nothing listens there
 
 	pool, err := nodes.New([]string{down, live}, nodes.Config{ChainID: 1337})
@@ -82,10 +78,4 @@ func unusedPort() int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func mustPort(u string) int {
-	_, port, _ := net.SplitHostPort(u[len("http://"):])
-	n, _ := strconv.Atoi(port)
-	return n
 }

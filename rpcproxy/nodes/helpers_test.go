@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -24,11 +25,11 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/rpcproxy/nodes"
 )
 
@@ -41,7 +42,7 @@ var payer = crypto.PubkeyToAddress(payerKey.PublicKey)
 // HTTP on a loopback port: one node.
 type chain struct {
 	t       testing.TB
-	b       *simulated.Backend
+	b       *simchain.Backend
 	url     string
 	chainID *big.Int
 	nonce   uint64
@@ -52,16 +53,12 @@ type chain struct {
 // another genesis).
 func newChain(t testing.TB, chainID int64, extra ...common.Address) *chain {
 	t.Helper()
-	port := freePort(t)
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
 	alloc := types.GenesisAlloc{payer: {Balance: balance}}
 	for _, a := range extra {
 		alloc[a] = types.Account{Balance: balance}
 	}
-	b := simulated.NewBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
-		nc.HTTPHost = "127.0.0.1"
-		nc.HTTPPort = port
-		nc.HTTPModules = []string{"eth", "net", "web3"}
+	b := simchain.New(t, alloc, simchain.HTTP("eth", "net", "web3"), func(_ *node.Config, ec *ethconfig.Config) {
 		if chainID != 1337 {
 			cfg := *ec.Genesis.Config // a copy: the default is shared
 			cfg.ChainID = big.NewInt(chainID)
@@ -69,17 +66,23 @@ func newChain(t testing.TB, chainID int64, extra ...common.Address) *chain {
 			ec.NetworkId = uint64(chainID)
 		}
 	})
-	t.Cleanup(func() { b.Close() })
-	return &chain{t: t, b: b, url: "http://127.0.0.1:" + strconv.Itoa(port), chainID: big.NewInt(chainID)}
+	return &chain{t: t, b: b, url: b.HTTPURL(), chainID: big.NewInt(chainID)}
 }
 
+// freePort returns a loopback port that is free now, below Linux's
+// ephemeral range (32768–60999): a port 0 listener would give an ephemeral
+// port, which an outgoing connection can take before the node binds it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	for range 200 {
+		p := 20000 + rand.IntN(12768)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			require.NoError(t, l.Close())
+			return p
+		}
+	}
+	t.Fatal("no free loopback port in 20000–32767")
+	return 0
 }
 
 // signedTransfer signs a transfer from the payer with the next nonce

@@ -46,6 +46,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,6 +92,8 @@ type Backend struct {
 
 	mu  sync.Mutex
 	rpc *rpc.Client
+
+	httpURL string
 }
 
 // New starts a simulated backend with alloc as its genesis accounts and
@@ -136,9 +140,81 @@ func newBackend(alloc types.GenesisAlloc, options ...func(*node.Config, *ethconf
 		ec.Miner.Recommit = time.Hour
 	}}, options...)
 	opts = append(opts, func(nc *node.Config, _ *ethconfig.Config) { b.ipc = nc.IPCPath })
-	b.Backend = simulated.NewBackend(alloc, opts...)
+	// A node serving HTTP binds its port while it starts, after the port
+	// was chosen: another process can take it in between, so a port that
+	// is taken by then is replaced by another.
+	for attempt := 1; ; attempt++ {
+		var (
+			port   int
+			picked bool
+		)
+		b.Backend, port, picked, err = start(alloc, opts)
+		if err == nil {
+			if port > 0 {
+				b.httpURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			}
+			break
+		}
+		if !picked || attempt == 5 {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	b.client = b.Backend.Client()
 	return b, nil
+}
+
+// start starts the simulated backend and returns its HTTP port (0 without
+// HTTP); a node whose HTTP port is -1 gets a free port from loopbackPort
+// (picked). The backend panics when its node does not start: that is an
+// error here.
+func start(alloc types.GenesisAlloc, opts []func(*node.Config, *ethconfig.Config)) (sb *simulated.Backend, port int, picked bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("simchain: start the simulated node: %v", p)
+		}
+	}()
+	opts = append(opts, func(nc *node.Config, _ *ethconfig.Config) {
+		if nc.HTTPPort == -1 {
+			picked = true
+			if nc.HTTPPort, err = loopbackPort(); err != nil {
+				panic(err)
+			}
+		}
+		if nc.HTTPHost != "" {
+			port = nc.HTTPPort
+		}
+	})
+	return simulated.NewBackend(alloc, opts...), port, picked, nil
+}
+
+// HTTP makes the node serve JSON-RPC over HTTP with the given modules (for
+// example "eth", "net") on a free loopback port: the URL is HTTPURL.
+func HTTP(modules ...string) func(*node.Config, *ethconfig.Config) {
+	return func(nc *node.Config, _ *ethconfig.Config) {
+		nc.HTTPHost = "127.0.0.1"
+		nc.HTTPPort = -1 // start picks the port
+		nc.HTTPModules = modules
+	}
+}
+
+// HTTPURL is the node's JSON-RPC over HTTP, when started with the HTTP
+// option ("" without it).
+func (b *Backend) HTTPURL() string { return b.httpURL }
+
+// loopbackPort returns a port on 127.0.0.1 that is free now and lies below
+// Linux's ephemeral range (32768–60999). A port 0 listener gives a port
+// from that range, which an outgoing connection's source port can take
+// before the node binds it; below the range, only another server can.
+func loopbackPort() (int, error) {
+	for range 200 {
+		p := 20000 + rand.IntN(12768)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			_ = l.Close()
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("simchain: no free loopback port in 20000–32767")
 }
 
 // Close shuts the backend down (simulated.Backend.Close) and removes its

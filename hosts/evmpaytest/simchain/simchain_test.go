@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"math/big"
+	"net/url"
+	"strconv"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
@@ -160,4 +163,30 @@ func TestCommit_SealsEveryExecutableTransaction(t *testing.T) {
 		}
 		require.Equal(t, sent, got, "round %d: the block holds every transaction sent before Commit", round)
 	}
+}
+
+// With the HTTP option the node serves JSON-RPC on a loopback port below
+// the ephemeral range (where no outgoing connection can take it before the
+// node binds it), and several nodes at once each get their own.
+func TestHTTP_ServesOnAPortBelowTheEphemeralRange(t *testing.T) {
+	seen := map[string]bool{}
+	for range 4 {
+		b := simchain.New(t, types.GenesisAlloc{}, simchain.HTTP("eth"))
+		u, err := url.Parse(b.HTTPURL())
+		require.NoError(t, err)
+		port, err := strconv.Atoi(u.Port())
+		require.NoError(t, err)
+		require.Less(t, port, 32768, b.HTTPURL())
+		require.False(t, seen[u.Host], "two nodes on %s", u.Host)
+		seen[u.Host] = true
+
+		b.Commit()
+		c, err := ethclient.Dial(b.HTTPURL())
+		require.NoError(t, err)
+		head, err := c.BlockNumber(ctx)
+		c.Close()
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), head)
+	}
+	require.Empty(t, simchain.New(t, types.GenesisAlloc{}).HTTPURL(), "no HTTP without the option")
 }
