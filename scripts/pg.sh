@@ -8,7 +8,8 @@
 # included)
 # Sets PG_URL to the server's maintenance database.
 
-log() { printf '==> %s\n' "$*" >&2; }
+# Each step with the seconds since the script started.
+log() { printf '==> [%ds] %s\n' "$SECONDS" "$*" >&2; }
 
 pg_bin() {
 	local p

@@ -92,13 +92,15 @@ go vet ./...
 # ethers.js (and any other JavaScript client the tests drive) from npm.
 scripts/npm-tools.sh >/dev/null
 
-# Three test binaries at once (-p 3, one more than the cores): hosts/payd,
-# listed first so that it starts first, runs its end-to-end tests for most
-# of the run, and they mostly wait for blocks and processes; the other two
-# slots keep both cores busy with the rest.
+# Three test binaries at once (-p 3, one more than the cores). go test
+# starts packages in the order they are named, so the longest are named
+# first (longest first keeps the slots evenly loaded): hosts/payd, whose
+# end-to-end tests take most of the run and mostly wait for blocks and
+# processes, in one slot; the next longest (measured in a run of this
+# script, each 100 s or more) share the other two; then everything else.
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
-	pkgs=(./hosts/payd ./...)
+	pkgs=(./hosts/payd ./settlement ./invoice ./store/sqlite ./hosts/dashboard ./sweep ./...)
 fi
 log "go test -race -count=1 -timeout 20m -p 3 ${pkgs[*]}"
 go test -race -count=1 -timeout 20m -p 3 "${pkgs[@]}"
