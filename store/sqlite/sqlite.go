@@ -79,7 +79,11 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_time_integer_format", "unix_micro")
 	q.Set("_inttotime", "1")
-	db, err := sqlx.Open("sqlite", "file:"+abs+"?"+q.Encode())
+	// A file: URI, so that the pragmas can ride along: SQLite reads its
+	// path up to the first '?' or '#' and decodes %XX in it, so the path
+	// is escaped as a URI path (without that, a directory named "a#1" or
+	// "b?c" opened a different, shared file cut off at that character).
+	db, err := sqlx.Open("sqlite", "file:"+(&url.URL{Path: abs}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
@@ -86,4 +87,33 @@ func TestSchema_InvoicesArchiveHasTheSameColumns(t *testing.T) {
 	}
 	require.NotEmpty(t, cols("invoices"))
 	require.Equal(t, cols("invoices"), cols("invoices_archive"))
+}
+
+// A path is a path, whatever its characters: SQLite's file: URI stops the
+// path at '?' or '#' and decodes %XX, so unescaped, every directory below
+// "a#1/" opened the same file "a" (found when two subtests of one name,
+// "x" and "x#01", shared their data).
+func TestOpen_PathWithURICharacters_OpensThatFile(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	for i, dir := range []string{"a#1", "a#2", "b?c", "d%41", "e f", "g&h=i", "j;k"} {
+		path := filepath.Join(base, dir, "evmpay.db")
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		st, err := sqlite.Open(ctx, path, sqlite.Config{})
+		require.NoError(t, err, dir)
+		_, err = st.LatestBlock(ctx)
+		require.ErrorIs(t, err, store.ErrNotFound, "%s: a new database has no blocks", dir)
+		require.NoError(t, st.InsertBlocks(ctx, []store.Block{{Number: uint64(i), Hash: common.Hash{byte(i + 1)},
+			GasLimit: 1, Timestamp: 1, IndexedAt: time.Unix(1, 0)}}, nil))
+		require.NoError(t, st.Close())
+		_, err = os.Stat(path)
+		require.NoError(t, err, "%s: the database is the file at the path given", dir)
+	}
+	entries, err := os.ReadDir(base)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.ElementsMatch(t, []string{"a#1", "a#2", "b?c", "d%41", "e f", "g&h=i", "j;k"}, names, "no file created beside them")
 }
