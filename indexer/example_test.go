@@ -15,9 +15,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/params"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/sqlite"
@@ -29,7 +29,7 @@ func ExampleNew() {
 	ctx := context.Background()
 	key, _ := crypto.GenerateKey()
 	from := crypto.PubkeyToAddress(key.PublicKey)
-	sim := simulated.NewBackend(types.GenesisAlloc{from: {Balance: big.NewInt(params.Ether)}})
+	sim := simchain.NewBackend(types.GenesisAlloc{from: {Balance: big.NewInt(params.Ether)}})
 	defer sim.Close()
 	// Three blocks, the second with a payment.
 	sim.Commit()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 func TestFollow_IndexesEveryNewBlockWithItsTransactions(t *testing.T) {
@@ -267,9 +266,7 @@ func TestLock_LostLock_StopsWritingAndTakesItAgain(t *testing.T) {
 func TestSQLite_FollowAndReorg(t *testing.T) {
 	t.Parallel()
 	c := newChain(t)
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.New(t)
 	c.mine(30, 1)
 	start(t, c.source(), st, indexer.Config{Backfill: true, BatchSize: 7})
 	waitIndexed(t, st, c)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ import (
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -88,12 +87,7 @@ func newEnv(t *testing.T, opts ...func(*invoice.Config)) *env {
 
 func newPostgres(t *testing.T) *postgres.Store { return pgtest.New(t) }
 
-func newSQLite(t *testing.T) store.Store {
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func newSQLite(t *testing.T) store.Store { return sqlitetest.New(t) }
 
 // bothStores runs fn against PostgreSQL and SQLite.
 func bothStores(t *testing.T, fn func(t *testing.T, e *env)) {

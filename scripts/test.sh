@@ -97,10 +97,10 @@ scripts/npm-tools.sh >/dev/null
 # first (longest first keeps the slots evenly loaded): hosts/payd, whose
 # end-to-end tests take most of the run and mostly wait for blocks and
 # processes, in one slot; the next longest (measured in a run of this
-# script, each 100 s or more) share the other two; then everything else.
+# script, each a minute or more) share the other two; then the rest.
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
-	pkgs=(./hosts/payd ./settlement ./invoice ./store/sqlite ./hosts/dashboard ./sweep ./...)
+	pkgs=(./hosts/payd ./settlement ./invoice ./sweep ./hosts/dashboard ./indexer ./hosts/evmpaytest ./...)
 fi
 log "go test -race -count=1 -timeout 20m -p 3 ${pkgs[*]}"
 go test -race -count=1 -timeout 20m -p 3 "${pkgs[@]}"

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -76,12 +75,7 @@ func eth(milli uint64) store.Amount {
 }
 
 // sqliteStore opens a fresh SQLite store.
-func sqliteStore(t testing.TB) store.Store {
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func sqliteStore(t testing.TB) store.Store { return sqlitetest.New(t) }
 
 // stores runs fn against PostgreSQL and SQLite.
 func stores(t *testing.T, fn func(t *testing.T, st store.Store)) {

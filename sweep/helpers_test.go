@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"math/big"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -121,10 +120,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 
 	var st store.Store
 	if o.sqlite {
-		s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		st = s
+		st = sqlitetest.New(t)
 	} else {
 		st = pgtest.New(t)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -53,12 +53,7 @@ var stores = []struct {
 	open func(t *testing.T) testStore
 }{
 	{"postgres", func(t *testing.T) testStore { return pgtest.New(t) }},
-	{"sqlite", func(t *testing.T) testStore {
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st
-	}},
+	{"sqlite", func(t *testing.T) testStore { return sqlitetest.New(t) }},
 }
 
 // clock is a settable test clock at microsecond precision (what both

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -54,6 +55,13 @@ func MinedOnSimulatedChain(t *testing.T, k Signer) {
 		require.NoError(t, client.SendTransaction(ctx, signed))
 		hashes = append(hashes, signed.Hash())
 	}
+	// The pool promotes what it was sent on a goroutine of its own, and a
+	// block sealed before it has holds only what is pending: wait until
+	// the pool's pending nonce counts all eight.
+	require.Eventually(t, func() bool {
+		n, err := client.PendingNonceAt(ctx, k.Address())
+		return err == nil && n == uint64(len(hashes))
+	}, time.Minute, time.Millisecond, "the pool made all %d transactions pending", len(hashes))
 	sim.Commit()
 	for _, h := range hashes {
 		r, err := client.TransactionReceipt(ctx, h)

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,7 +29,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -88,12 +87,7 @@ type env struct {
 	owner    store.DashboardUser
 }
 
-func newSQLite(t *testing.T) store.Store {
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "evmpay.db"), sqlite.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func newSQLite(t *testing.T) store.Store { return sqlitetest.New(t) }
 
 // bothStores runs fn on PostgreSQL and on SQLite.
 func bothStores(t *testing.T, fn func(t *testing.T, e *env)) {

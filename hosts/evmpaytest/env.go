@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 	"github.com/evmpay/evmpay/sweep"
 	"github.com/evmpay/evmpay/webhook"
 )
@@ -193,10 +193,7 @@ func New(tb testing.TB, cfg Config) *Env {
 // closed and removed when the test ends.
 func NewStore(tb testing.TB) *sqlite.Store {
 	tb.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "evmpay.db"), sqlite.Config{})
-	must(tb, err)
-	tb.Cleanup(func() { st.Close() })
-	return st
+	return sqlitetest.New(tb)
 }
 
 func newWallet(tb testing.TB, phrase string) *hdwallet.Wallet {

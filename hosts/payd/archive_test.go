@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,16 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 func TestArchive_MovesFinishedInvoicesPastRetention(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"), sqlite.Config{})
-	require.NoError(t, err)
-	defer st.Close()
+	st := sqlitetest.New(t)
 	m := store.Merchant{APIKeyDigest: []byte{1}, APIKeyHash: "h", APIKeyPrefix: "p", WebhookSecretCiphertext: []byte{1},
 		SettlementAddress: common.HexToAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8"), CreatedAt: time.Now(), UpdatedAt: time.Now()}
 	require.NoError(t, st.CreateMerchant(ctx, &m))

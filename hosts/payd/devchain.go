@@ -11,7 +11,6 @@ import (
 	"io"
 	"log"
 	"math/big"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -25,9 +24,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
-	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/node"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
@@ -44,7 +43,7 @@ var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 // chain's address forwards to it, turning "transaction indexing is in
 // progress" answers into null (see nullWhileIndexing).
 type devChain struct {
-	backend *simulated.Backend
+	backend *simchain.Backend
 	url     string
 	period  time.Duration
 	srv     *http.Server
@@ -82,36 +81,29 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	for _, a := range extra {
 		alloc[a] = types.Account{Balance: devFunds}
 	}
-	// The node listens on a loopback port of its own, behind ln. Another
-	// process may still bind the port first: then try another.
-	var (
-		backend *simulated.Backend
-		inner   int
-	)
-	for attempt := 1; ; attempt++ {
-		if inner, err = loopbackPort(); err != nil {
-			return nil, err
-		}
-		backend, err = newSimulatedBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
-			nc.HTTPHost = "127.0.0.1"
-			nc.HTTPPort = inner
-			nc.HTTPModules = []string{"eth", "net", "web3"}
-			nc.HTTPVirtualHosts = []string{"*"}
-			nc.HTTPCors = []string{"*"}
-		})
-		if err == nil {
-			break
-		}
-		if attempt == 5 {
-			return nil, err
-		}
+	// simchain: its node listens on a loopback port of its own, behind ln
+	// (picked below the ephemeral range, and another one if it was taken
+	// meanwhile), and its Commit seals every transaction the pool can
+	// execute (go-ethereum's own may seal before the pool has promoted
+	// the last one sent: a mint missing from the block after the deploy).
+	backend, err := newSimulatedBackend(alloc, simchain.HTTP("eth", "net", "web3"), func(nc *node.Config, _ *ethconfig.Config) {
+		nc.HTTPVirtualHosts = []string{"*"}
+		nc.HTTPCors = []string{"*"}
+	})
+	if err != nil {
+		return nil, err
+	}
+	inner, err := url.Parse(backend.HTTPURL())
+	if err != nil {
+		backend.Close()
+		return nil, err
 	}
 	c := &devChain{
 		backend: backend,
 		url:     "http://" + ln.Addr().String(),
 		period:  period,
 	}
-	fwd := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inner))})
+	fwd := httputil.NewSingleHostReverseProxy(inner)
 	fwd.ErrorLog = log.New(io.Discard, "", 0) // a client that hangs up is no news
 	fwd.ModifyResponse = nullWhileIndexing
 	director := fwd.Director
@@ -215,15 +207,15 @@ func (c *devChain) seal(ctx context.Context) error {
 	}
 }
 
-// newSimulatedBackend turns the simulated backend's panics (a port already
-// taken) into errors.
-func newSimulatedBackend(alloc types.GenesisAlloc, opt func(*node.Config, *ethconfig.Config)) (b *simulated.Backend, err error) {
+// newSimulatedBackend turns the simulated backend's panics (a node that
+// cannot start) into errors.
+func newSimulatedBackend(alloc types.GenesisAlloc, opts ...func(*node.Config, *ethconfig.Config)) (b *simchain.Backend, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("dev chain: %v", p)
 		}
 	}()
-	return simulated.NewBackend(alloc, opt), nil
+	return simchain.NewBackend(alloc, opts...), nil
 }
 
 // Run seals a block every period until ctx is cancelled, then closes the
@@ -256,27 +248,6 @@ func (c *devChain) ChainID(ctx context.Context) (uint64, error) {
 	}
 	return id.Uint64(), nil
 }
-
-// loopbackPort returns a port on 127.0.0.1 that is free now and lies below
-// Linux's ephemeral range (32768–60999), so that no outgoing connection's
-// source port takes it between this check and its user's bind. A port
-// from the ephemeral range (what port 0 gives) is free only for a moment:
-// on a busy machine a client connection picks it up within seconds.
-func loopbackPort() (int, error) {
-	for range 200 {
-		p := loopbackPortMin + rand.IntN(loopbackPortMax-loopbackPortMin+1)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p, nil
-	}
-	return 0, fmt.Errorf("no free loopback port in %d–%d", loopbackPortMin, loopbackPortMax)
-}
-
-// The range loopbackPort picks from.
-const loopbackPortMin, loopbackPortMax = 20000, 32767
 
 // devTokenMint is what `payd dev` mints to each funded dev account:
 // 1,000,000 USDC of 6 decimals.

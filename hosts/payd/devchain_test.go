@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -9,6 +11,27 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// loopbackPort (for freeAddr) returns a port on 127.0.0.1 that is free now and lies below
+// Linux's ephemeral range (32768–60999), so that no outgoing connection's
+// source port takes it between this check and its user's bind. A port
+// from the ephemeral range (what port 0 gives) is free only for a moment:
+// on a busy machine a client connection picks it up within seconds.
+func loopbackPort() (int, error) {
+	for range 200 {
+		p := loopbackPortMin + rand.IntN(loopbackPortMax-loopbackPortMin+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free loopback port in %d–%d", loopbackPortMin, loopbackPortMax)
+}
+
+// The range loopbackPort picks from.
+const loopbackPortMin, loopbackPortMax = 20000, 32767
 
 // A port that a server binds later (the dev chain's inner node, a child
 // payd in the tests) must come from outside the kernel's ephemeral range:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/sqlite"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 	"github.com/evmpay/evmpay/store/storetest"
 )
 
@@ -23,7 +24,11 @@ func open(t *testing.T) *sqlite.Store {
 	// directory is being removed. Removal retries until it has settled.
 	dir, err := os.MkdirTemp("", "evmpay-sqlite-")
 	require.NoError(t, err)
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	// A copy of a migrated database (the migrations have tests of their
+	// own): migrating each of the suite's databases anew took minutes.
+	path := filepath.Join(dir, "evmpay.db")
+	require.NoError(t, sqlitetest.Write(path))
+	st, err := sqlite.Open(context.Background(), path, sqlite.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, st.Close())

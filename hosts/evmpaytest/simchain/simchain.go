@@ -37,8 +37,8 @@
 // Use Backend wherever a test would use simulated.Backend (New in a test,
 // NewBackend in an example): it embeds it, so Client and Rollback are
 // go-ethereum's. The package imports nothing of evmpay, so that every
-// package's own tests can use it; like the rest of the kit it is
-// test-only.
+// package's own tests can use it; like the rest of the kit it is for tests
+// (and `payd dev`'s chain), never for a chain that holds value.
 package simchain
 
 import (
