@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -278,7 +279,7 @@ func (f *fiatEnv) payFiat(id int64, ps ...store.Payment) store.Invoice {
 	var all []store.AssetAmount
 	for i := range ps {
 		ps[i].InvoiceID, ps[i].BlockNumber, ps[i].CreatedAt = id, uint64(10+i), t0
-		ps[i].TxHash = common.BigToHash(common.Big1.SetInt64(int64(id*100 + int64(i) + 1)))
+		ps[i].TxHash = common.BigToHash(big.NewInt(int64(id*100 + int64(i) + 1)))
 		if ps[i].Token == nil {
 			ps[i].LogIndex = store.NativeLogIndex
 		}

@@ -2,6 +2,7 @@ package invoice_test
 
 import (
 	"fmt"
+	"math/big"
 	"net/http"
 	"testing"
 
@@ -29,7 +30,7 @@ func (e *env) merchantPaidPayout(key string, amount string, dest common.Address)
 func (e *env) indexTx(n uint64, h common.Hash, from, to common.Address, value string) {
 	e.t.Helper()
 	e.chainAt(n - 1)
-	b := store.Block{Number: n, Hash: common.BigToHash(common.Big1.SetUint64(n + 1000)), Timestamp: 1_800_000_000 + n, IndexedAt: e.clock.Now()}
+	b := store.Block{Number: n, Hash: common.BigToHash(new(big.Int).SetUint64(n + 1000)), Timestamp: 1_800_000_000 + n, IndexedAt: e.clock.Now()}
 	tx := store.Transaction{Hash: h, BlockNumber: n, BlockHash: b.Hash, From: from, To: &to, ValueWei: store.MustParseAmount(value)}
 	require.NoError(e.t, e.st.InsertBlocks(ctx, []store.Block{b}, []store.Transaction{tx}))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,7 +32,7 @@ func (e *env) chainAt(head uint64) {
 	}
 	var bs []store.Block
 	for n := from; n <= head; n++ {
-		bs = append(bs, store.Block{Number: n, Hash: common.BigToHash(common.Big1.SetUint64(n + 1000)), Timestamp: 1_800_000_000 + n,
+		bs = append(bs, store.Block{Number: n, Hash: common.BigToHash(new(big.Int).SetUint64(n + 1000)), Timestamp: 1_800_000_000 + n,
 			IndexedAt: e.clock.Now()})
 	}
 	require.NoError(e.t, e.st.InsertBlocks(ctx, bs, nil))
