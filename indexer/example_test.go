@@ -46,11 +46,13 @@ func ExampleNew() {
 
 	dir, _ := os.MkdirTemp("", "indexer-example")
 	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
 	if err != nil {
 		panic(err)
 	}
-	defer st.Close()
+	defer db.Close()
+	// The chain's rows: one database can hold several chains' indexes.
+	st := db.Chain(1337)
 
 	// The simulated backend is read through go-ethereum's client
 	// interfaces; a host on a Cosmos EVM chain uses
@@ -106,11 +108,12 @@ func ExampleNewReadAPI() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "readapi-example")
 	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
 	if err != nil {
 		panic(err)
 	}
-	defer st.Close()
+	defer db.Close()
+	st := db.Chain(1337) // the API serves one chain's index
 	fee := store.NewAmount(7)
 	to := common.HexToAddress("0x00000000000000000000000000000000c0ffee00")
 	block := store.Block{Number: 7, Hash: common.HexToHash("0x07"), ParentHash: common.HexToHash("0x06"),

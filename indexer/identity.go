@@ -302,6 +302,9 @@ func (id *Identity) identity(ctx context.Context, chainID uint64, first store.Bl
 	rec, err = id.st.RecordChainIdentity(sctx, store.ChainIdentity{
 		ChainID: chainID, GenesisNumber: first.Number, GenesisHash: first.Hash, RecordedAt: id.cfg.Now(),
 	})
+	if errors.Is(err, store.ErrOtherChain) {
+		return rec, fmt.Errorf("%w: %v", ErrWrongChain, err)
+	}
 	if err != nil {
 		return rec, fmt.Errorf("chain identity: record: %w", err)
 	}

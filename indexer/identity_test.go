@@ -176,7 +176,7 @@ func TestIdentity_RecordsAtFirstStart_RefusesAnotherGenesisOrChainID(t *testing.
 	require.Contains(t, err.Error(), "genesis")
 
 	// A database recorded for chain id 5 refuses a 1337 node.
-	st5 := pgtest.New(t)
+	st5 := pgtest.New(t).Chain(5)
 	_, err = st5.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 5, GenesisHash: a.hash(0), RecordedAt: time.Now()})
 	require.NoError(t, err)
 	id5, err := indexer.NewIdentity(p.source(t), st5, indexer.IdentityConfig{})

@@ -470,9 +470,10 @@ func newTCPRelay(t *testing.T, st *postgres.Store) *tcpRelay {
 	r.serve(ln)
 	t.Cleanup(r.stop)
 	u.Host, u.Path = r.addr, "/"+name
-	r.store, err = postgres.Open(ctx, u.String(), postgres.Config{MaxOpenConns: 4})
+	db, err := postgres.Open(ctx, u.String(), postgres.Config{MaxOpenConns: 4})
 	require.NoError(t, err)
-	t.Cleanup(func() { r.store.Close() })
+	t.Cleanup(func() { db.Close() })
+	r.store = db.Chain(st.ChainID()).(*postgres.Store)
 	return r
 }
 

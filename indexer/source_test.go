@@ -157,7 +157,7 @@ func TestRPCSource_CosmosBlocks_KeepsTheNodesHashAndToleratesTheirShapes(t *test
 
 func TestIndexer_CosmosBlocks_StoredWithTheNodesHashes(t *testing.T) {
 	t.Parallel()
-	st := pgtest.New(t)
+	st := pgtest.New(t).Chain(25)
 	src := indexer.NewRPCSource(dialCosmosNode(t))
 	start(t, src, st, indexer.Config{Backfill: true, StartBlock: 1, ChainID: 25})
 	ctx := context.Background()

@@ -287,6 +287,11 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if chainID == 0 {
 		return nil, errors.New("invoice: chain id must not be zero")
 	}
+	// A store that holds several chains (store.Store does) is bound to
+	// chainID: the public read and the refunds read this chain's index.
+	if b, ok := st.(interface{ Chain(uint64) store.Store }); ok {
+		st = b.Chain(chainID)
+	}
 	auth, err := NewAuthenticator(st, creds, cfg.Auth)
 	if err != nil {
 		return nil, err

@@ -20,11 +20,12 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "settlement-example")
 	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
 	if err != nil {
 		panic(err)
 	}
-	defer st.Close()
+	defer db.Close()
+	st := db.Chain(1337) // settlement reads and writes this chain's index
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	// An invoice, as the invoice API creates it.

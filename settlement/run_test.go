@@ -23,7 +23,7 @@ func openPG(t *testing.T, url string) *postgres.Store {
 	st, err := postgres.Open(ctx, url, postgres.Config{MaxOpenConns: 5, LockCheckInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	return st
+	return st.Chain(pgtest.ChainID).(*postgres.Store)
 }
 
 // runSettler runs s until the returned stop is called; stop returns Run's

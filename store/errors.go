@@ -18,6 +18,13 @@ var (
 	ErrInvariant = errors.New("refused by a database invariant")
 	// ErrUnavailable: the database cannot be reached or cannot write.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrNoChain: a chain-scoped method (blocks, transactions, token
+	// transfers, cursors, the chain's identity and finality) was called on
+	// a store not bound to a chain: call Store.Chain(id) first.
+	ErrNoChain = errors.New("store not bound to a chain: call Chain(chainID) first")
+	// ErrOtherChain: a record names another chain than the one the store
+	// is bound to (a node of another chain offered its identity).
+	ErrOtherChain = errors.New("the record is of another chain than the store's")
 
 	// The chain's sentinels, shared by every package that reads a node (one
 	// name per idea: the indexer, settlement and sweep wrap the same ones).

@@ -21,6 +21,16 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database handle.
 	Close() error
+	// Chain returns a handle on the same database whose chain-scoped
+	// records — ChainStore, IdentityStore, FinalityStore, CursorStore and
+	// the chain reads of SettlementStore and LedgerStore — are chain id's:
+	// one database holds several chains' indexes side by side
+	// (docs/chains.md). On a handle not bound to a chain those methods
+	// return ErrNoChain; the rest of the store is the same on every handle,
+	// but for the named locks (Locker): a bound handle's are its chain's,
+	// so that each chain's indexer, settlement and sweep run once per
+	// chain. Chain(0) is a handle bound to none.
+	Chain(id uint64) Store
 }
 
 // Tx is every record operation, inside or outside a database transaction.

@@ -42,11 +42,12 @@ func Example() {
 	defer chain.Close()
 	dir, _ := os.MkdirTemp("", "sweep-example")
 	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "evmpay.db"), sqlite.Config{})
 	if err != nil {
 		panic(err)
 	}
-	defer st.Close()
+	defer db.Close()
+	st := db.Chain(1337) // the sweep reads this chain's index
 
 	// A merchant and an invoice that settlement has confirmed.
 	now := time.Now().UTC()

@@ -242,7 +242,7 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 		return nil, err
 	}
 	if cfg.reads != nil {
-		if err := checkReplicaAtStart(ctx, st, cfg.reads); err != nil {
+		if err := checkReplicaAtStart(ctx, a.st, a.cfg.reads); err != nil {
 			return nil, err
 		}
 	}
@@ -328,7 +328,17 @@ func (a *app) startNodePool(ctx context.Context, urls []string) error {
 		Registerer:     a.metrics(),
 		Logger:         a.log.With("component", "nodes"),
 		Guard: func(ctx context.Context, _ string, c *rpc.Client) error {
-			id, err := indexer.NewIdentity(indexer.NewRPCSource(c), a.st, indexer.IdentityConfig{ChainID: a.cfg.chainID})
+			// The node is compared with the record of the chain it
+			// serves (the pool has already refused a node of another
+			// chain than the pool's).
+			chain, err := ethclient.NewClient(c).ChainID(ctx)
+			if err != nil {
+				return err
+			}
+			if !chain.IsUint64() {
+				return fmt.Errorf("chain id %s out of range", chain)
+			}
+			id, err := indexer.NewIdentity(indexer.NewRPCSource(c), a.st.Chain(chain.Uint64()), indexer.IdentityConfig{ChainID: a.cfg.chainID})
 			if err != nil {
 				return err
 			}
@@ -375,6 +385,12 @@ func (a *app) checkChain(ctx context.Context) error {
 		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, redactURL(a.cfg.rpcURL), id)
 	}
 	a.chainID = id.Uint64()
+	// Every part of this process reads and writes this chain's rows of the
+	// database (store.Store.Chain).
+	a.st = a.st.Chain(a.chainID)
+	if a.cfg.reads != nil {
+		a.cfg.reads = a.cfg.reads.Chain(a.chainID)
+	}
 	// The node must serve the chain the database holds before anything is
 	// read from it: on another chain the configured tokens are not there,
 	// and "decimals() returned 0 bytes" would hide the real reason.

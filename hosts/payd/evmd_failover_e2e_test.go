@@ -112,9 +112,10 @@ func TestEvmd_TwoNodes_OneKilledMidRun_NoBlockLostNothingSentTwice(t *testing.T)
 	})
 
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
+	db, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
 	require.NoError(t, err)
-	defer st.Close()
+	defer db.Close()
+	st := onRecordedChain(t, db)
 	for _, id := range ids {
 		txs, err := st.ListSweepTxsByInvoice(ctx, id)
 		require.NoError(t, err)

@@ -118,7 +118,7 @@ func TestEvmdReplay(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	src := indexer.NewRPCSource(client)
-	st := pgtest.New(t)
+	st := pgtest.New(t).Chain(m.ChainID) // evmd's rows
 
 	// evmd answers a request for block 0 with block 1 (a CometBFT chain
 	// has no block 0): the chain's first block is 1, and its hash is what

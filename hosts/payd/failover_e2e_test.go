@@ -119,9 +119,10 @@ func TestServe_TwoNodes_OneKilledMidRun_NoBlockLostNothingSentTwice(t *testing.T
 	bal, err := eth.BalanceAt(ctx, payTo, nil)
 	require.NoError(t, err)
 	require.Equal(t, total.String(), bal.String(), "the merchant got exactly what was paid: nothing sent twice")
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
+	db, err := postgres.Open(ctx, dbURL, postgres.Config{MaxOpenConns: 2})
 	require.NoError(t, err)
-	defer st.Close()
+	defer db.Close()
+	st := onRecordedChain(t, db)
 	for _, invID := range ids {
 		txs, err := st.ListSweepTxsByInvoice(ctx, invID)
 		require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/sweep"
 )
@@ -105,7 +106,7 @@ const sqliteScheme = "sqlite:"
 
 // reconcileStore is the database `payd reconcile` reads.
 type reconcileStore interface {
-	sweep.ReconcileStore
+	Chain(id uint64) store.Store
 	Close() error
 }
 
@@ -166,7 +167,15 @@ func reconcile(ctx context.Context, args []string, getenv func(string) string, s
 	for _, t := range toks {
 		tokens = append(tokens, t.Address)
 	}
-	r, err := sweep.NewReconciler(st, eth, sweep.ReconcileConfig{Tokens: tokens})
+	chain, err := eth.ChainID(ctx)
+	if err != nil {
+		return fmt.Errorf("RPC_URL %s does not answer eth_chainId: %w", redactURL(rpcURL), err)
+	}
+	if !chain.IsUint64() {
+		return fmt.Errorf("RPC_URL %s: chain id %s out of range", redactURL(rpcURL), chain)
+	}
+	// The ledger of the node's chain, compared with that chain.
+	r, err := sweep.NewReconciler(st.Chain(chain.Uint64()), eth, sweep.ReconcileConfig{Tokens: tokens})
 	if err != nil {
 		return err
 	}

@@ -21,11 +21,12 @@ const archiveBatch = 1000
 // p50/p99 before and during. Reads draw invoices above the archived month
 // only: an archived invoice is no longer served.
 func runArchive(ctx context.Context, dbURL, keyfile string, before time.Duration) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	env, err := newLoadEnv(ctx, st, keyfile)
 	if err != nil {
 		return err

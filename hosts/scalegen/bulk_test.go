@@ -33,11 +33,11 @@ func indexDefs(t *testing.T, db *sql.DB, table string) map[string]string {
 }
 
 func txRow(r *rand.Rand, i int) []any {
-	return []any{hash("tx", i), 1 + i/10, hash("block", 1+i/10), i % 10, hash("from", r.IntN(50))[:20],
+	return []any{chainID, hash("tx", i), 1 + i/10, hash("block", 1+i/10), i % 10, hash("from", r.IntN(50))[:20],
 		hash("to", r.IntN(50))[:20], "1000", i, 21000, 2, "1", "1", []byte{}}
 }
 
-var txCols = []string{"hash", "block_number", "block_hash", "tx_index", "from_address", "to_address", "value_wei",
+var txCols = []string{"chain_id", "hash", "block_number", "block_hash", "tx_index", "from_address", "to_address", "value_wei",
 	"nonce", "gas", "type", "max_fee_wei", "max_priority_fee_wei", "input"}
 
 func TestWithoutIndexes_LoadsRowsAndBuildsTheSameIndexesAgain(t *testing.T) {
@@ -60,8 +60,8 @@ func TestWithoutIndexes_LoadsRowsAndBuildsTheSameIndexesAgain(t *testing.T) {
 	require.Equal(t, 250_123, n)
 	require.Equal(t, n, distinct, "every row once, whichever worker made its chunk")
 	// The primary key is a constraint again: a duplicate is refused.
-	_, err = db.Exec(`INSERT INTO transactions (hash, block_number, block_hash, tx_index, from_address, value_wei,
-		nonce, gas, type, input) SELECT hash, block_number, block_hash, tx_index, from_address, value_wei, nonce,
+	_, err = db.Exec(`INSERT INTO transactions (chain_id, hash, block_number, block_hash, tx_index, from_address, value_wei,
+		nonce, gas, type, input) SELECT chain_id, hash, block_number, block_hash, tx_index, from_address, value_wei, nonce,
 		gas, type, input FROM transactions LIMIT 1`)
 	require.ErrorContains(t, err, "transactions_pkey")
 }

@@ -29,11 +29,12 @@ import (
 // requests per page: the overview, the invoice list and its filters, and
 // searches by deposit address, transaction hash and order id.
 func runDashboardLoad(ctx context.Context, dbURL string, n int) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -15,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/evmpay/evmpay/hdwallet"
 	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/invoice"
@@ -28,11 +32,12 @@ const mnemonic = "test test test test test test test test test test test junk"
 // database (in this process, over loopback HTTP) and measures p50/p99 of
 // n sequential requests per case.
 func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	env, err := newLoadEnv(ctx, st, keyfile)
 	if err != nil {
 		return err
@@ -319,11 +324,12 @@ func addrTxs(i int, before int64) string {
 }
 
 func runExplain(ctx context.Context, dbURL string) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	for _, e := range explains {
 		rows, err := st.DB().QueryContext(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+e.sql)
 		if err != nil {
@@ -355,11 +361,12 @@ func runExplain(ctx context.Context, dbURL string) error {
 // migration took and the longest single write to each table meanwhile: a
 // migration that locks a table shows as a write as long as the lock.
 func runMigrate(ctx context.Context, dbURL string) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	if _, err := sizesIn(ctx, st); err != nil {
 		return err
 	}
@@ -391,9 +398,23 @@ func runMigrate(ctx context.Context, dbURL string) error {
 			return err
 		}
 		defer tx.Rollback()
-		_, err = tx.ExecContext(ctx, `INSERT INTO transactions (hash, block_number, block_hash, tx_index,
+		// With the chain's column once migration 0190 added it, without
+		// it before (column 42703: undefined).
+		args := []any{randomBytes(32), randomBytes(32), randomBytes(20), randomBytes(20)}
+		if _, err = tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO transactions (chain_id, hash, block_number, block_hash, tx_index,
 				from_address, to_address, value_wei, nonce, gas, type, input)
-				VALUES ($1, 0, $2, 0, $3, $4, 0, 0, 21000, 2, '')`, randomBytes(32), randomBytes(32), randomBytes(20), randomBytes(20))
+				VALUES (`+fmt.Sprint(chainID)+`, $1, 0, $2, 0, $3, $4, 0, 0, 21000, 2, '')`, args...)
+		if pe := (*pq.Error)(nil); errors.As(err, &pe) && pe.Code == "42703" {
+			if _, err = tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO transactions (hash, block_number, block_hash, tx_index,
+				from_address, to_address, value_wei, nonce, gas, type, input)
+				VALUES ($1, 0, $2, 0, $3, $4, 0, 0, 21000, 2, '')`, args...)
+		}
 		return err
 	}})
 	for i, table := range []string{"sweep_txs", "webhook_deliveries"} {

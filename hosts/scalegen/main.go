@@ -140,11 +140,12 @@ const year = 365 * 24 * time.Hour
 
 func generate(ctx context.Context, dbURL string, scale float64, keyfile string, resume bool) error {
 	sz := sizesAt(scale)
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 			return nil
 		}
 		return withoutIndexes(ctx, db, "transactions", func() error {
-			return copyParallel(ctx, db, "transactions", []string{"hash", "block_number", "block_hash", "tx_index",
+			return copyParallel(ctx, db, "transactions", []string{"chain_id", "hash", "block_number", "block_hash", "tx_index",
 				"from_address", "to_address", "value_wei", "nonce", "gas", "type", "max_fee_wei",
 				"max_priority_fee_wei", "input"}, sz.txs, loadWorkers, 2, func(r *rand.Rand, i int) []any {
 				block := 1 + int(int64(i)*int64(blocks)/int64(sz.txs))
@@ -300,7 +301,7 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 				if r.IntN(10) == 0 {
 					to = depositAddress(1 + r.IntN(sz.invoices))
 				}
-				return []any{hash("tx", i), block, hash("block", block), i - first, poolAddr(r), to,
+				return []any{chainID, hash("tx", i), block, hash("block", block), i - first, poolAddr(r), to,
 					fmt.Sprintf("%d000000000", r.IntN(10_000_000)), r.IntN(100_000), 21000, 2, "30000000000",
 					"1000000000", []byte{}}
 			})
@@ -439,11 +440,12 @@ func copyRows(ctx context.Context, db *sql.DB, table string, cols []string, n in
 // runSweeps adds the sweep history to a database generated before the
 // generator wrote it.
 func runSweeps(ctx context.Context, dbURL string) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	t := time.Now()
 	if err := fillSweeps(ctx, st.DB().DB); err != nil {
 		return err

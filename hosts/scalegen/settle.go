@@ -27,11 +27,12 @@ const oneEth = 1_000_000_000_000_000_000
 // pass — after 12 blocks, paying invoices confirm per block too — and the
 // expiry pass). Writing the block is not timed: the indexer does it.
 func runSettle(ctx context.Context, dbURL string, blocks, perBlock, paying int) error {
-	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db0.Close()
+	st := db0.Chain(chainID).(*postgres.Store)
 	sz, err := sizesIn(ctx, st)
 	if err != nil {
 		return err

@@ -306,6 +306,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, configErr("ChainID is %d but the node reports chain %s: refusing to take payments on the wrong chain", cfg.ChainID, id)
 	}
 	s.ChainID = id.Uint64()
+	// One database may hold several chains' indexes: every part below
+	// reads and writes this chain's (store.Store.Chain).
+	cfg.Store = cfg.Store.Chain(s.ChainID)
+	s.cfg.Store = cfg.Store
 	src := cfg.Source
 	if src == nil {
 		src = indexer.NewRPCSource(cfg.RPC)

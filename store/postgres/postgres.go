@@ -95,6 +95,10 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Chain implements store.Store: a handle on the same pool whose
+// chain-scoped records are chain id's (a *Store).
+func (s *Store) Chain(id uint64) store.Store { return &Store{Store: s.Store.OnChain(id), cfg: s.cfg} }
+
 // withUTC makes the session time zone UTC so that times read back are UTC.
 func withUTC(url string) string {
 	if strings.Contains(url, "timezone=") {
@@ -120,6 +124,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	_, err = s.Store.Migrate(ctx, ms, `SELECT pg_advisory_xact_lock(7042017)`)
+	return err
+}
+
+// MigrateTo applies the embedded migrations up to and including version,
+// for a staged upgrade (and the tests of one migration: a database left
+// at the version before it, with rows, then Migrate).
+func (s *Store) MigrateTo(ctx context.Context, version int) error {
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	n := 0
+	for n < len(ms) && ms[n].Version <= version {
+		n++
+	}
+	_, err = s.Store.Migrate(ctx, ms[:n], `SELECT pg_advisory_xact_lock(7042017)`)
 	return err
 }
 
@@ -173,6 +193,7 @@ func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
+	name = s.LockName(name) // the chain's, on a chain-bound handle
 	key := lockKey(name)
 	var ok bool
 	if err := conn.GetContext(ctx, &ok, `SELECT pg_try_advisory_lock($1)`, key); err != nil {

@@ -104,8 +104,9 @@ func TestOpen_PathWithURICharacters_OpensThatFile(t *testing.T) {
 	for i, dir := range []string{"a#1", "a#2", "b?c", "d%41", "e f", "g&h=i", "j;k"} {
 		path := filepath.Join(base, dir, "evmpay.db")
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-		st, err := sqlite.Open(ctx, path, sqlite.Config{})
+		db, err := sqlite.Open(ctx, path, sqlite.Config{})
 		require.NoError(t, err, dir)
+		st := db.Chain(1)
 		_, err = st.LatestBlock(ctx)
 		require.ErrorIs(t, err, store.ErrNotFound, "%s: a new database has no blocks", dir)
 		require.NoError(t, st.InsertBlocks(ctx, []store.Block{{Number: uint64(i), Hash: common.Hash{byte(i + 1)},

@@ -21,6 +21,7 @@ func identityTests() []test {
 }
 
 func testIdentityFirstWins(t *testing.T, st store.Store) {
+	st = st.Chain(math.MaxInt64) // the largest chain id a record keeps
 	_, err := st.GetChainIdentity(ctx)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
@@ -32,9 +33,9 @@ func testIdentityFirstWins(t *testing.T, st store.Store) {
 	require.Equal(t, first.GenesisHash, got.GenesisHash)
 	requireTime(t, first.RecordedAt, got.RecordedAt)
 
-	// A second record (another process, another node) does not overwrite
-	// the first: it gets the first back, to compare with.
-	second := store.ChainIdentity{ChainID: 7, GenesisHash: randHash(), RecordedAt: now().Add(time.Hour)}
+	// A second record of the chain (another process, another node) does
+	// not overwrite the first: it gets the first back, to compare with.
+	second := store.ChainIdentity{ChainID: math.MaxInt64, GenesisHash: randHash(), RecordedAt: now().Add(time.Hour)}
 	got, err = st.RecordChainIdentity(ctx, second)
 	require.NoError(t, err)
 	require.Equal(t, first.ChainID, got.ChainID)
@@ -94,7 +95,7 @@ func testCheckpoints(t *testing.T, st store.Store) {
 func testCheckpointsInTx(t *testing.T, st store.Store) {
 	boom := errors.New("boom")
 	err := st.InTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 1, GenesisHash: randHash(), RecordedAt: now()}); err != nil {
+		if _, err := tx.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: ChainID, GenesisHash: randHash(), RecordedAt: now()}); err != nil {
 			return err
 		}
 		if err := tx.SaveCheckpoints(ctx, []store.Checkpoint{{BlockNumber: 1, BlockHash: randHash(), RecordedAt: now()}}); err != nil {

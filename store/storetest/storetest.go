@@ -47,13 +47,17 @@ func Run(t *testing.T, newStore Factory) {
 	tests = append(tests, fiatTests()...)
 	tests = append(tests, outboundTests()...)
 	tests = append(tests, dashboardTests()...)
+	tests = append(tests, multiChainTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
+			tc.fn(t, newStore(t).Chain(ChainID))
 		})
 	}
 }
+
+// ChainID is the chain the suite's stores are bound to (store.Store.Chain).
+const ChainID = 1337
 
 var ctx = context.Background()
 

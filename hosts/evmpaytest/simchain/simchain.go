@@ -188,6 +188,17 @@ func start(alloc types.GenesisAlloc, opts []func(*node.Config, *ethconfig.Config
 	return simulated.NewBackend(alloc, opts...), port, picked, nil
 }
 
+// WithChainID makes the simulated chain's EIP-155 chain id id instead of
+// ChainID: two simulated chains that one database indexes side by side
+// (store.Store.Chain) need two ids.
+func WithChainID(id uint64) func(*node.Config, *ethconfig.Config) {
+	return func(_ *node.Config, ec *ethconfig.Config) {
+		cfg := *ec.Genesis.Config
+		cfg.ChainID = new(big.Int).SetUint64(id)
+		ec.Genesis.Config = &cfg
+	}
+}
+
 // HTTP makes the node serve JSON-RPC over HTTP with the given modules (for
 // example "eth", "net") on a free loopback port: the URL is HTTPURL.
 func HTTP(modules ...string) func(*node.Config, *ethconfig.Config) {
@@ -419,7 +430,11 @@ type poolTx struct {
 // (included), and those of the old branch the new one does not hold
 // (discarded).
 func (b *Backend) branches(ctx context.Context, old, new common.Hash) (included, discarded []poolTx, err error) {
-	signer := types.LatestSignerForChainID(big.NewInt(ChainID))
+	id, err := b.client.ChainID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer := types.LatestSignerForChainID(id)
 	var oldTxs, newTxs []*types.Transaction
 	ob, err := b.client.BlockByHash(ctx, old)
 	if err != nil {

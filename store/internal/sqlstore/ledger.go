@@ -132,21 +132,25 @@ func (s *Store) ListInboundTransfers(ctx context.Context, to []common.Address, f
 	if len(to) == 0 || through < from {
 		return nil, nil
 	}
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	addrs := make([][]byte, len(to))
 	for i, a := range to {
 		addrs[i] = a.Bytes()
 	}
 	var out []store.InboundTransfer
-	err := s.selIn(ctx, &out, `
+	err = s.selIn(ctx, &out, `
 		SELECT t.hash AS tx_hash, NULL AS log_index, t.block_number, b.timestamp AS block_time,
 			NULL AS token_address, t.from_address, t.to_address, t.value_wei AS amount, t.tx_index
-		FROM transactions t JOIN blocks b ON b.number = t.block_number
-		WHERE t.to_address IN (?) AND t.block_number >= ? AND t.block_number <= ? AND t.value_wei <> '0'
+		FROM transactions t JOIN blocks b ON b.chain_id = t.chain_id AND b.number = t.block_number
+		WHERE t.to_address IN (?) AND t.chain_id = ? AND t.block_number >= ? AND t.block_number <= ? AND t.value_wei <> '0'
 		UNION ALL
 		SELECT tt.tx_hash, tt.log_index, tt.block_number, b.timestamp, tt.token, tt.from_address, tt.to_address,
 			tt.value, tt.tx_index
-		FROM token_transfers tt JOIN blocks b ON b.number = tt.block_number
-		WHERE tt.to_address IN (?) AND tt.block_number >= ? AND tt.block_number <= ?
-		ORDER BY block_number, tx_index, log_index`, addrs, from, through, addrs, from, through)
+		FROM token_transfers tt JOIN blocks b ON b.chain_id = tt.chain_id AND b.number = tt.block_number
+		WHERE tt.to_address IN (?) AND tt.chain_id = ? AND tt.block_number >= ? AND tt.block_number <= ?
+		ORDER BY block_number, tx_index, log_index`, addrs, c, from, through, addrs, c, from, through)
 	return out, err
 }

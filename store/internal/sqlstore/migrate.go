@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Migration is one numbered schema change.
@@ -78,6 +81,19 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 	}
 	var applied []int
 	for _, m := range ms {
+		if strings.Contains(m.SQL, defaultChainToken) {
+			if done, err := s.applied(ctx, m.Version); err != nil || done {
+				if err != nil {
+					return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+				}
+				continue
+			}
+			c, err := s.defaultChain(ctx)
+			if err != nil {
+				return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			m.SQL = strings.ReplaceAll(m.SQL, defaultChainToken, strconv.FormatInt(c, 10))
+		}
 		if m.NoTx {
 			done, err := s.migrateNoTx(ctx, m)
 			if err != nil {
@@ -122,6 +138,50 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 	return applied, nil
 }
 
+// applied reports whether version is recorded in schema_migrations.
+func (s *Store) applied(ctx context.Context, version int) (bool, error) {
+	var n int
+	err := s.get(ctx, &n, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version)
+	return n > 0, err
+}
+
+// defaultChainToken, in a migration's text, stands for the chain that the
+// rows of a one-chain database belong to (migration 0190 makes the chain
+// part of every index row's key).
+const defaultChainToken = "{{DEFAULT_CHAIN_ID}}"
+
+// defaultChain returns the chain a one-chain database holds: the recorded
+// chain identity's, else the invoices' one chain, else 0 when no row of
+// the chain's tables needs one. Rows without a chain to give them are an
+// error that says what to do, never a guess.
+func (s *Store) defaultChain(ctx context.Context) (int64, error) {
+	for _, q := range []string{`SELECT DISTINCT chain_id FROM chain_identity`, `SELECT DISTINCT chain_id FROM invoices`} {
+		var ids []int64
+		if err := s.sel(ctx, &ids, q+` LIMIT 2`); err != nil {
+			return 0, err
+		}
+		switch len(ids) {
+		case 1:
+			return ids[0], nil
+		case 2:
+			return 0, fmt.Errorf("the database records more than one chain (%s): it was not a one-chain database", q)
+		}
+	}
+	for _, table := range []string{"blocks", "transactions", "token_transfers", "reorgs", "cursors",
+		"settlement_blocks", "chain_checkpoints", "chain_finalized"} {
+		var n int
+		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM `+table+` LIMIT 1) t`); err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			return 0, fmt.Errorf("table %s holds rows but the database records no chain they belong to "+
+				"(no chain identity, no invoice): start the previous evmpay version once against the chain's node, "+
+				"so that its indexer records the chain's identity, then upgrade", table)
+		}
+	}
+	return 0, nil
+}
+
 // migrateNoTx applies a NoTx migration on one connection, holding a
 // session advisory lock (PostgreSQL) instead of the transaction's, and
 // records it once every statement succeeded. A failure part-way leaves it
@@ -149,13 +209,67 @@ func (s *Store) migrateNoTx(ctx context.Context, m Migration) (bool, error) {
 		if strings.TrimSpace(stripComments(stmt)) == "" {
 			continue
 		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return false, s.wrap(err)
+		if err := s.execNoTx(ctx, conn, stmt); err != nil {
+			return false, err
 		}
 	}
 	_, err = conn.ExecContext(ctx, s.qc.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 		m.Version, m.Name, time.Now().UTC())
 	return err == nil, s.wrap(err)
+}
+
+// Lock waits of a migration's statements on PostgreSQL. An ALTER TABLE
+// waits for the table's lock behind every open transaction on it, and
+// every statement that asks for the table after it waits behind the ALTER:
+// a long report would stall the service's writes. Each statement that
+// takes such a lock (all but CREATE/DROP INDEX CONCURRENTLY, which lock
+// nothing that writers need and wait for old transactions by design) gives
+// up after lockWait and is tried again, lockTries times in all, with a
+// growing pause that lets the queue drain.
+const (
+	lockWait  = 500 * time.Millisecond
+	lockTries = 40
+)
+
+// execNoTx runs one statement of a NoTx migration on conn: on PostgreSQL
+// under lock_timeout, retried when the lock was not granted in time
+// (SQLSTATE 55P03, which Classify reports as no sentinel: matched by code).
+func (s *Store) execNoTx(ctx context.Context, conn *sqlx.Conn, stmt string) error {
+	if s.d.Name != "postgres" {
+		_, err := conn.ExecContext(ctx, stmt)
+		return s.wrap(err)
+	}
+	timeout := "0"
+	if !strings.Contains(stripComments(stmt), "CONCURRENTLY") {
+		timeout = fmt.Sprintf("%dms", lockWait.Milliseconds())
+	}
+	if _, err := conn.ExecContext(ctx, "SET lock_timeout = '"+timeout+"'"); err != nil {
+		return s.wrap(err)
+	}
+	pause := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		_, err := conn.ExecContext(ctx, stmt)
+		if err == nil || !lockNotAvailable(err) || try == lockTries {
+			if err != nil && lockNotAvailable(err) {
+				return fmt.Errorf("gave up after %d tries of %s waiting for a table lock (a long transaction holds it: "+
+					"end it, then start again; the migration resumes): %w", try, lockWait, err)
+			}
+			return s.wrap(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// lockNotAvailable reports PostgreSQL's lock_not_available (55P03), what
+// lock_timeout raises.
+func lockNotAvailable(err error) bool {
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && coded.SQLState() == "55P03"
 }
 
 // stripComments drops "--" comment lines.

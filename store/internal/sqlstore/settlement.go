@@ -13,19 +13,23 @@ import (
 
 // CompareAndSetCursor implements store.SettlementStore.
 func (s *Store) CompareAndSetCursor(ctx context.Context, name string, old *store.Cursor, next store.Cursor) error {
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
 	next.Name = name
 	if old == nil {
-		res, err := s.namedExec(ctx, `INSERT INTO cursors (name, block_number, block_hash, updated_at)
-			VALUES (:name, :block_number, :block_hash, :updated_at)
-			ON CONFLICT (name) DO NOTHING`, next)
+		res, err := s.exec(ctx, `INSERT INTO cursors (chain_id, name, block_number, block_hash, updated_at)
+			VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (chain_id, name) DO NOTHING`, c, name, next.BlockNumber, next.BlockHash, next.UpdatedAt)
 		if err != nil {
 			return err
 		}
 		return casResult(res, name)
 	}
 	res, err := s.execPrepared(ctx, `UPDATE cursors SET block_number = ?, block_hash = ?, updated_at = ?
-		WHERE name = ? AND block_number = ? AND block_hash = ?`,
-		next.BlockNumber, next.BlockHash, next.UpdatedAt, name, old.BlockNumber, old.BlockHash)
+		WHERE chain_id = ? AND name = ? AND block_number = ? AND block_hash = ?`,
+		next.BlockNumber, next.BlockHash, next.UpdatedAt, c, name, old.BlockNumber, old.BlockHash)
 	if err != nil {
 		return err
 	}
@@ -55,24 +59,32 @@ func casResult(res interface{ RowsAffected() (int64, error) }, name string) erro
 // there before sweeping) are not payments: every one is in sweep_txs before
 // it is broadcast, so none is ever indexed without being recognised.
 func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64, to []common.Address) ([]store.InvoiceTx, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var ts []store.InvoiceTx
-	err := s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
-			FROM transactions t WHERE t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
+	err = s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address AND i.chain_id = t.chain_id) AS invoice_id
+			FROM transactions t WHERE t.chain_id = ? AND t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
-		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, "t.to_address", to, number)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, "t.to_address", to, c, number)
 	return ts, err
 }
 
 // ListInvoiceTokenTransfersInBlock implements store.SettlementStore, the
 // token counterpart of ListInvoiceTxsInBlock.
 func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uint64, to []common.Address) ([]store.InvoiceTokenTransfer, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var ts []store.InvoiceTokenTransfer
-	err := s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
-			FROM token_transfers t WHERE t.block_number = ?
+	err = s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address AND i.chain_id = t.chain_id) AS invoice_id
+			FROM token_transfers t WHERE t.chain_id = ? AND t.block_number = ?
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.tx_hash)
-		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, "t.to_address", to, number)
+		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, "t.to_address", to, c, number)
 	return ts, err
 }
 
@@ -102,17 +114,21 @@ func (s *Store) selRecipients(ctx context.Context, dest any, q, col string, to [
 // block's thousand recipients read as rows cost settlement more CPU in the
 // driver than the index probes the list saves. An address may repeat.
 func (s *Store) ListBlockRecipients(ctx context.Context, number uint64) ([]common.Address, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	const recipients = `SELECT to_address AS a FROM transactions
-			WHERE block_number = ? AND to_address IS NOT NULL AND value_wei <> '0'
-		UNION ALL SELECT to_address FROM token_transfers WHERE block_number = ?`
+			WHERE chain_id = ? AND block_number = ? AND to_address IS NOT NULL AND value_wei <> '0'
+		UNION ALL SELECT to_address FROM token_transfers WHERE chain_id = ? AND block_number = ?`
 	if s.d.Name != "postgres" {
 		var to []common.Address
-		err := s.selPrepared(ctx, &to, recipients, number, number)
+		err := s.selPrepared(ctx, &to, recipients, c, number, c, number)
 		return to, err
 	}
 	var packed []byte
 	if err := s.getPrepared(ctx, &packed, `SELECT COALESCE(string_agg(a, ''::bytea), ''::bytea) FROM (`+recipients+`) r`,
-		number, number); err != nil {
+		c, number, c, number); err != nil {
 		return nil, err
 	}
 	if len(packed)%common.AddressLength != 0 {
@@ -158,8 +174,12 @@ func (s *Store) ListDepositAddresses(ctx context.Context, from uint32, n int) (s
 
 // EarliestBlock implements store.SettlementStore.
 func (s *Store) EarliestBlock(ctx context.Context) (store.Block, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return store.Block{}, err
+	}
 	var b store.Block
-	err := s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks ORDER BY number LIMIT 1`)
+	err = s.get(ctx, &b, `SELECT `+blockColumns+` FROM blocks WHERE chain_id = ? ORDER BY number LIMIT 1`, c)
 	return b, err
 }
 
@@ -200,12 +220,16 @@ func lastCountedBlock(invoiceID string) string {
 // ListConfirmable implements store.SettlementStore. It walks the partial
 // index invoices_paid and finds each candidate's lastCountedBlock.
 func (s *Store) ListConfirmable(ctx context.Context, maxBlock uint64, n int) ([]int64, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	if maxBlock > math.MaxInt64 {
 		maxBlock = math.MaxInt64
 	}
 	var ids []int64
-	err := s.selPrepared(ctx, &ids, `SELECT i.id FROM invoices i WHERE i.status = 'PAID'
-		AND `+lastCountedBlock("i.id")+` <= ? ORDER BY i.id LIMIT ?`, false, maxBlock, limit(n, 1000, 10000))
+	err = s.selPrepared(ctx, &ids, `SELECT i.id FROM invoices i WHERE i.status = 'PAID' AND i.chain_id = ?
+		AND `+lastCountedBlock("i.id")+` <= ? ORDER BY i.id LIMIT ?`, c, false, maxBlock, limit(n, 1000, 10000))
 	return ids, err
 }
 
@@ -215,21 +239,29 @@ func (s *Store) ListConfirmable(ctx context.Context, maxBlock uint64, n int) ([]
 // range as written: as a join, the planner drove it from invoices_paid
 // when its statistics counted few PAID invoices.
 func (s *Store) ListConfirmableSince(ctx context.Context, after, maxBlock uint64, n int) ([]int64, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	maxBlock = min(maxBlock, math.MaxInt64)
 	if after >= maxBlock {
 		return nil, nil
 	}
 	var ids []int64
-	err := s.selPrepared(ctx, &ids, `SELECT r.id FROM (SELECT DISTINCT p.invoice_id AS id FROM payments p
+	err = s.selPrepared(ctx, &ids, `SELECT r.id FROM (SELECT DISTINCT p.invoice_id AS id FROM payments p
 			WHERE p.block_number > ? AND p.block_number <= ? AND p.wrong_asset = ?) r
-		WHERE (SELECT i.status FROM invoices i WHERE i.id = r.id) = 'PAID'
-		AND `+lastCountedBlock("r.id")+` <= ? ORDER BY r.id LIMIT ?`, after, maxBlock, false, false, maxBlock, limit(n, 1000, 10000))
+		WHERE (SELECT i.status FROM invoices i WHERE i.id = r.id AND i.chain_id = ?) = 'PAID'
+		AND `+lastCountedBlock("r.id")+` <= ? ORDER BY r.id LIMIT ?`, after, maxBlock, false, c, false, maxBlock, limit(n, 1000, 10000))
 	return ids, err
 }
 
 // InsertSettledBlock implements store.SettlementStore.
 func (s *Store) InsertSettledBlock(ctx context.Context, number uint64, hash common.Hash) error {
-	_, err := s.execPrepared(ctx, `INSERT INTO settlement_blocks (number, hash) VALUES (?, ?)`, number, hash)
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
+	_, err = s.execPrepared(ctx, `INSERT INTO settlement_blocks (chain_id, number, hash) VALUES (?, ?, ?)`, c, number, hash)
 	return err
 }
 
@@ -240,13 +272,17 @@ func (s *Store) ListSettledBlockHashes(ctx context.Context, from, to uint64) (ma
 
 // DeleteSettledBlocks implements store.SettlementStore.
 func (s *Store) DeleteSettledBlocks(ctx context.Context, below, from uint64) error {
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
 	if below > 0 {
-		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE number < ?`, min(below, math.MaxInt64)); err != nil {
+		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE chain_id = ? AND number < ?`, c, min(below, math.MaxInt64)); err != nil {
 			return err
 		}
 	}
 	if from <= math.MaxInt64 {
-		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE number >= ?`, from); err != nil {
+		if _, err := s.exec(ctx, `DELETE FROM settlement_blocks WHERE chain_id = ? AND number >= ?`, c, from); err != nil {
 			return err
 		}
 	}
@@ -256,23 +292,27 @@ func (s *Store) DeleteSettledBlocks(ctx context.Context, below, from uint64) err
 // ListPendingInvoiceTxs implements store.SettlementStore. It walks the
 // PENDING invoices (the partial index invoices_expiring) and probes transactions_to for each.
 func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Time, n int) ([]store.PendingInvoiceTx, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var rows []store.PendingInvoiceTx
 	// Each invoice in its own asset: native transactions to native
 	// invoices, transfers of the invoice's token to token invoices.
-	err := s.sel(ctx, &rows, `SELECT invoice_id, amount_wei, hash, block_number, value_wei, indexed_at FROM (
+	err = s.sel(ctx, &rows, `SELECT invoice_id, amount_wei, hash, block_number, value_wei, indexed_at FROM (
 			SELECT i.id AS invoice_id, i.amount_wei, t.hash, t.block_number, t.tx_index AS pos,
 				t.value_wei, b.indexed_at
 			FROM invoices i
-			JOIN transactions t ON t.to_address = i.deposit_address
-			JOIN blocks b ON b.number = t.block_number AND b.hash = t.block_hash
-			WHERE i.status = 'PENDING' AND i.token_address IS NULL AND b.indexed_at <= ?
+			JOIN transactions t ON t.to_address = i.deposit_address AND t.chain_id = i.chain_id
+			JOIN blocks b ON b.chain_id = t.chain_id AND b.number = t.block_number AND b.hash = t.block_hash
+			WHERE i.status = 'PENDING' AND i.chain_id = ? AND i.token_address IS NULL AND b.indexed_at <= ?
 			UNION ALL
 			SELECT i.id, i.amount_wei, tt.tx_hash, tt.block_number, tt.log_index, tt.value, b.indexed_at
 			FROM invoices i
-			JOIN token_transfers tt ON tt.to_address = i.deposit_address AND tt.token = i.token_address
-			JOIN blocks b ON b.number = tt.block_number AND b.hash = tt.block_hash
-			WHERE i.status = 'PENDING' AND b.indexed_at <= ?
-		) paid ORDER BY invoice_id, block_number, pos LIMIT ?`, indexedBefore, indexedBefore, limit(n, 10000, 100000))
+			JOIN token_transfers tt ON tt.to_address = i.deposit_address AND tt.token = i.token_address AND tt.chain_id = i.chain_id
+			JOIN blocks b ON b.chain_id = tt.chain_id AND b.number = tt.block_number AND b.hash = tt.block_hash
+			WHERE i.status = 'PENDING' AND i.chain_id = ? AND b.indexed_at <= ?
+		) paid ORDER BY invoice_id, block_number, pos LIMIT ?`, c, indexedBefore, c, indexedBefore, limit(n, 10000, 100000))
 	return rows, err
 }
 

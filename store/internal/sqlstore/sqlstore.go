@@ -10,6 +10,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,11 +52,45 @@ type Store struct {
 	tx *sqlx.Tx        // set inside InTx
 	d  *Dialect
 	qc *queryCache
+	// chain is the EIP-155 chain id that the chain-scoped methods read
+	// and write (blocks, transactions, token transfers, cursors, …); 0
+	// until OnChain binds one, and those methods refuse.
+	chain int64
 }
 
 // New returns a Store using db.
 func New(db *sqlx.DB, d *Dialect) *Store {
 	return &Store{db: db, q: db, d: d, qc: &queryCache{bind: d.BindType}}
+}
+
+// OnChain returns a copy of s whose chain-scoped methods read and write
+// chain id's rows. The copy shares the database handle.
+func (s *Store) OnChain(id uint64) *Store {
+	c := *s
+	c.chain = int64(min(id, math.MaxInt64))
+	return &c
+}
+
+// ChainID returns the chain the store is bound to (0: none).
+func (s *Store) ChainID() uint64 { return uint64(s.chain) }
+
+// chainID returns the bound chain, or store.ErrNoChain.
+func (s *Store) chainID() (int64, error) {
+	if s.chain <= 0 {
+		return 0, store.ErrNoChain
+	}
+	return s.chain, nil
+}
+
+// LockName is the name under which a named lock (store.Locker) is
+// taken: on a chain-bound handle, the chain's ("indexer@1337"), so that
+// each chain's single-runner work (its indexer, settlement, sweep) has a
+// runner of its own; on an unbound handle, name itself.
+func (s *Store) LockName(name string) string {
+	if s.chain <= 0 {
+		return name
+	}
+	return name + "@" + strconv.FormatInt(s.chain, 10)
 }
 
 // DB returns the underlying handle.
@@ -81,7 +117,7 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) (err error) {
 	if err != nil {
 		return s.wrap(err)
 	}
-	inner := &Store{db: s.db, q: tx, tx: tx, d: s.d, qc: s.qc}
+	inner := &Store{db: s.db, q: tx, tx: tx, d: s.d, qc: s.qc, chain: s.chain}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback()

@@ -67,8 +67,14 @@ func Main(m *testing.M) {
 // default max_connections (100). A test that needs more opens its own.
 const PoolSize = 4
 
+// ChainID is the chain a store from New is bound to (store.Store.Chain):
+// the simulated chain's id, which the suites' chains use. A test of
+// another chain binds its own: st.Chain(id).
+const ChainID = 1337
+
 // New returns a migrated store on a fresh database that is dropped when the
-// test ends, with a pool of PoolSize connections (two kept idle).
+// test ends, bound to chain ChainID, with a pool of PoolSize connections
+// (two kept idle).
 func New(t testing.TB) *postgres.Store {
 	t.Helper()
 	u := URL(t)
@@ -78,7 +84,7 @@ func New(t testing.TB) *postgres.Store {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st
+	return st.Chain(ChainID).(*postgres.Store)
 }
 
 // URL returns the URL of a fresh, migrated database that is dropped when the

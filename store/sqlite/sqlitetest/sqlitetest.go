@@ -41,8 +41,13 @@ var (
 	errTmpl  error
 )
 
+// ChainID is the chain a store from New is bound to (store.Store.Chain):
+// the simulated chain's id, which the suites' chains use. A test of
+// another chain binds its own: st.Chain(id).
+const ChainID = 1337
+
 // New returns a migrated store on a new database file in the test's
-// temporary directory, closed when the test ends.
+// temporary directory, bound to chain ChainID, closed when the test ends.
 func New(tb TB) *sqlite.Store {
 	tb.Helper()
 	st, err := sqlite.Open(context.Background(), Path(tb), sqlite.Config{})
@@ -50,7 +55,7 @@ func New(tb TB) *sqlite.Store {
 		tb.Fatalf("sqlitetest: %v", err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
-	return st
+	return st.Chain(ChainID).(*sqlite.Store)
 }
 
 // Path writes a migrated database to a new file in the test's temporary

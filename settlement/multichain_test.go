@@ -1,0 +1,56 @@
+package settlement
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// Two chains in one database, one deposit address (derivation does not
+// depend on the chain): a payment indexed on chain 1337 credits only an
+// invoice of chain 1337; the same address paid on chain 10 is chain 10's
+// settlement's business, and credits an invoice of chain 10 there. Each
+// chain's settlement keeps its own cursor and confirms on its own head.
+func TestSettle_TwoChainsOneDatabase_APaymentCreditsOnlyItsChainsInvoice(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		a := newFixture(t, st.Chain(1337))
+		b := &fixture{t: t, st: st.Chain(10), clock: a.clock, merchant: a.merchant}
+		onA := a.invoice(eth(1000))
+		onB := b.invoice(eth(1000), func(inv *store.Invoice) { inv.ChainID = 10 })
+
+		// Chain 1337 pays chain 10's invoice's address: not a payment of
+		// it here (a payment on the wrong network; the invoice stays
+		// PENDING on both chains' settlements).
+		a.mine(pay(onB.DepositAddress, eth(1000)))
+		sa, sb := a.settler(), b.settler()
+		a.sync(sa)
+		require.Equal(t, store.StatusPending, a.get(onB.ID).Status)
+		require.Empty(t, a.payments(onB.ID))
+
+		// Chain 10 pays it: credited, by chain 10's settlement only.
+		b.mine(pay(onB.DepositAddress, eth(1000)))
+		a.sync(sa)
+		require.Equal(t, store.StatusPending, a.get(onB.ID).Status, "chain 1337's settlement does not read chain 10")
+		b.sync(sb)
+		require.Equal(t, store.StatusPaid, b.get(onB.ID).Status)
+		require.Len(t, b.payments(onB.ID), 1)
+
+		// Chain 1337's own invoice is paid on chain 1337.
+		a.mine(pay(onA.DepositAddress, eth(1000)))
+		a.sync(sa)
+		require.Equal(t, store.StatusPaid, a.get(onA.ID).Status)
+		require.NotEqual(t, a.cursor().BlockNumber, b.cursor().BlockNumber, "a cursor per chain")
+
+		// Confirmations count on each invoice's own chain: twelve blocks
+		// on chain 1337 confirm its invoice and not chain 10's.
+		a.mineN(12)
+		a.sync(sa)
+		require.Equal(t, store.StatusConfirmed, a.get(onA.ID).Status)
+		require.Equal(t, store.StatusPaid, a.get(onB.ID).Status, "chain 10's payment waits for chain 10's blocks")
+		b.mineN(12)
+		b.sync(sb)
+		require.Equal(t, store.StatusConfirmed, b.get(onB.ID).Status)
+	})
+}

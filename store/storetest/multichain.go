@@ -1,0 +1,161 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+func multiChainTests() []test {
+	return []test{
+		{"MultiChain_IndexesSideBySide", testChainsSideBySide},
+		{"MultiChain_SameTransactionOnTwoChains", testSameTxTwoChains},
+		{"MultiChain_UnboundHandleRefuses", testUnboundRefuses},
+		{"MultiChain_NamedLocksPerChain", testLocksPerChain},
+	}
+}
+
+// Two chains in one database: the same block numbers, each chain's own
+// blocks, transactions, cursors, identity, checkpoints, finalized block
+// and reorgs; a reorg of one deletes nothing of the other.
+func testChainsSideBySide(t *testing.T, st store.Store) {
+	a, b := st.Chain(1), st.Chain(262144)
+	ablocks, atxs := chainOf(0, 4, 2, common.Hash{})
+	bblocks, btxs := chainOf(0, 6, 1, common.Hash{})
+	require.NoError(t, a.InsertBlocks(ctx, ablocks, atxs))
+	require.NoError(t, b.InsertBlocks(ctx, bblocks, btxs))
+
+	for _, c := range []struct {
+		st     store.Store
+		blocks []store.Block
+		txs    []store.Transaction
+		other  []store.Transaction
+	}{{a, ablocks, atxs, btxs}, {b, bblocks, btxs, atxs}} {
+		head, err := c.st.LatestBlock(ctx)
+		require.NoError(t, err)
+		require.Equal(t, c.blocks[len(c.blocks)-1].Hash, head.Hash)
+		got, err := c.st.GetBlock(ctx, 2)
+		require.NoError(t, err)
+		require.Equal(t, c.blocks[2].Hash, got.Hash)
+		_, err = c.st.GetBlockByHash(ctx, c.blocks[1].Hash)
+		require.NoError(t, err)
+		hashes, err := c.st.ListBlockHashes(ctx, 0, 100)
+		require.NoError(t, err)
+		require.Len(t, hashes, len(c.blocks))
+		_, err = c.st.GetTx(ctx, c.txs[0].Hash)
+		require.NoError(t, err)
+		_, err = c.st.GetTx(ctx, c.other[0].Hash)
+		require.ErrorIs(t, err, store.ErrNotFound, "another chain's transaction")
+		in2, err := c.st.ListTxsByBlock(ctx, 2)
+		require.NoError(t, err)
+		require.Len(t, in2, len(c.txs)/len(c.blocks))
+	}
+
+	// Cursors, identities, checkpoints and finalized blocks of one name,
+	// one per chain.
+	for i, c := range []store.Store{a, b} {
+		require.NoError(t, c.SetCursor(ctx, store.Cursor{Name: store.CursorIndexer, BlockNumber: uint64(10 + i),
+			BlockHash: common.Hash{byte(i + 1)}, UpdatedAt: now()}))
+		require.NoError(t, c.SetFinalizedBlock(ctx, uint64(100+i)))
+		require.NoError(t, c.SaveCheckpoints(ctx, []store.Checkpoint{{BlockNumber: 5, BlockHash: common.Hash{byte(i + 7)}, RecordedAt: now()}}))
+	}
+	idA, err := a.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 1, GenesisHash: common.Hash{1}, RecordedAt: now()})
+	require.NoError(t, err)
+	idB, err := b.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 262144, GenesisHash: common.Hash{2}, RecordedAt: now()})
+	require.NoError(t, err)
+	require.Equal(t, common.Hash{1}, idA.GenesisHash)
+	require.Equal(t, common.Hash{2}, idB.GenesisHash, "a second chain's identity is its own record, not the first's")
+	_, err = a.RecordChainIdentity(ctx, store.ChainIdentity{ChainID: 262144, GenesisHash: common.Hash{2}, RecordedAt: now()})
+	require.ErrorIs(t, err, store.ErrOtherChain, "a handle on chain 1 records no other chain's identity")
+	for i, c := range []store.Store{a, b} {
+		cur, err := c.GetCursor(ctx, store.CursorIndexer)
+		require.NoError(t, err)
+		require.EqualValues(t, 10+i, cur.BlockNumber)
+		fin, ok, err := c.FinalizedBlock(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.EqualValues(t, 100+i, fin)
+		cps, err := c.ListCheckpoints(ctx, 10, 10)
+		require.NoError(t, err)
+		require.Len(t, cps, 1)
+		require.Equal(t, common.Hash{byte(i + 7)}, cps[0].BlockHash)
+	}
+	require.NoError(t, a.CompareAndSetCursor(ctx, store.CursorSettlement, nil,
+		store.Cursor{BlockNumber: 3, BlockHash: ablocks[3].Hash, UpdatedAt: now()}))
+	_, err = b.GetCursor(ctx, store.CursorSettlement)
+	require.ErrorIs(t, err, store.ErrNotFound, "chain 1's settlement cursor is not chain 262144's")
+
+	// A reorg on chain 1 from block 1 leaves chain 262144 whole.
+	require.NoError(t, a.InsertReorg(ctx, &store.Reorg{ForkBlock: 1, Depth: 3, DetectedAt: now()}))
+	n, err := a.DeleteBlocksFrom(ctx, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	hashes, err := b.ListBlockHashes(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, hashes, len(bblocks))
+	rs, err := b.ListReorgs(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, rs, "chain 1's reorg is not chain 262144's")
+	rs, err = a.ListReorgs(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+}
+
+// A transaction replayed on a second chain (pre-EIP-155 signatures have no
+// chain) has the same hash on both: each chain indexes it.
+func testSameTxTwoChains(t *testing.T, st store.Store) {
+	blocks, txs := chainOf(7, 1, 2, common.Hash{})
+	require.NoError(t, st.Chain(1).InsertBlocks(ctx, blocks, txs))
+	require.NoError(t, st.Chain(10).InsertBlocks(ctx, blocks, txs), "the same block and transactions on another chain")
+	err := st.Chain(10).InsertBlocks(ctx, blocks, nil)
+	require.ErrorIs(t, err, store.ErrConflict, "but twice on one chain is a conflict")
+	transfers := []store.TokenTransfer{{BlockNumber: 7, BlockHash: blocks[0].Hash, TxHash: txs[1].Hash, TxIndex: 1,
+		LogIndex: 0, Token: randAddr(), From: randAddr(), To: randAddr(), Value: store.NewAmount(5)}}
+	require.NoError(t, st.Chain(1).InsertTokenTransfers(ctx, transfers))
+	require.NoError(t, st.Chain(10).InsertTokenTransfers(ctx, transfers))
+	for _, c := range []uint64{1, 10} {
+		got, err := st.Chain(c).ListTokenTransfersByTx(ctx, txs[1].Hash)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "chain %d", c)
+	}
+}
+
+// A handle bound to no chain refuses every chain-scoped call, reads and
+// writes alike, and writes nothing; the rest of the store works.
+func testUnboundRefuses(t *testing.T, st store.Store) {
+	u := st.Chain(0)
+	blocks, txs := chainOf(0, 1, 1, common.Hash{})
+	require.ErrorIs(t, u.InsertBlocks(ctx, blocks, txs), store.ErrNoChain)
+	_, err := u.LatestBlock(ctx)
+	require.ErrorIs(t, err, store.ErrNoChain)
+	_, err = u.GetCursor(ctx, store.CursorIndexer)
+	require.ErrorIs(t, err, store.ErrNoChain)
+	require.ErrorIs(t, u.SetCursor(ctx, store.Cursor{Name: "x", UpdatedAt: time.Now()}), store.ErrNoChain)
+	_, err = u.GetChainIdentity(ctx)
+	require.ErrorIs(t, err, store.ErrNoChain)
+	_, _, err = u.FinalizedBlock(ctx)
+	require.ErrorIs(t, err, store.ErrNoChain)
+	_, err = u.ListInvoiceTxsInBlock(ctx, 0, nil)
+	require.ErrorIs(t, err, store.ErrNoChain)
+	_, err = st.LatestBlock(ctx)
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing was written")
+	_, err = u.GetMerchant(ctx, 1)
+	require.ErrorIs(t, err, store.ErrNotFound, "merchants are not chain-scoped")
+}
+
+// Each chain's single-runner work has a runner of its own: a named lock
+// taken through one chain's handle leaves the other chain's free.
+func testLocksPerChain(t *testing.T, st store.Store) {
+	a, err := st.Chain(1).TryLock(ctx, "indexer")
+	require.NoError(t, err)
+	defer a.Unlock()
+	b, err := st.Chain(2).TryLock(ctx, "indexer")
+	require.NoError(t, err, "chain 2's indexer lock is its own")
+	defer b.Unlock()
+	_, err = st.Chain(1).TryLock(ctx, "indexer")
+	require.ErrorIs(t, err, store.ErrLocked, "a second runner of chain 1's indexer is refused")
+}
