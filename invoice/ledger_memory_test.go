@@ -67,9 +67,9 @@ func newLedgerRig(tb testing.TB, n int) *ledgerRig {
 // 78-digit-wide amounts as a year of real entries would have.
 func seedLedger(tb testing.TB, st *postgres.Store, merchantID int64, n int) {
 	tb.Helper()
-	_, err := st.DB().ExecContext(ctx, `INSERT INTO ledger_entries (kind, merchant_id, invoice_id, token_address,
+	_, err := st.DB().ExecContext(ctx, `INSERT INTO ledger_entries (chain_id, kind, merchant_id, invoice_id, token_address,
 			from_address, to_address, amount, tx_hash, log_index, block_number, at, recorded_at)
-		SELECT CASE WHEN i % 2 = 0 THEN 'payment' ELSE 'gas_fee' END, $1, 1000 + i / 2,
+		SELECT 1337, CASE WHEN i % 2 = 0 THEN 'payment' ELSE 'gas_fee' END, $1, 1000 + i / 2,
 			CASE WHEN i % 4 = 0 THEN decode('a0b86991c6218b36c1d19d4a2e9eb0ce3606eb48', 'hex') END,
 			decode(left(md5('f' || i) || md5('g' || i), 40), 'hex'),
 			CASE WHEN i % 2 = 0 THEN decode(left(md5('t' || i) || md5('u' || i), 40), 'hex') END,

@@ -45,7 +45,11 @@ const (
 // it undoes. The balance of an address is Σ Amount to it − Σ Amount from
 // it.
 type LedgerEntry struct {
-	ID         int64  `db:"id"`
+	ID int64 `db:"id"`
+	// ChainID is the chain of the movement: the invoice's for a payment,
+	// the store handle's for what the service records (InsertLedgerEntries
+	// sets it).
+	ChainID    uint64 `db:"chain_id"`
 	Kind       string `db:"kind"`
 	MerchantID *int64 `db:"merchant_id"`
 	InvoiceID  *int64 `db:"invoice_id"`

@@ -102,7 +102,10 @@ const (
 // Outbound is one refund or payout: a row of the outbounds table. Its
 // JSON, as clients see it, is store/api's Refund or Payout.
 type Outbound struct {
-	ID         int64  `db:"id"`
+	ID int64 `db:"id"`
+	// ChainID is the chain the refund or payout is sent on: the chain of
+	// the store handle that created it (CreateOutbound sets it).
+	ChainID    uint64 `db:"chain_id"`
 	Kind       string `db:"kind"`
 	MerchantID int64  `db:"merchant_id"`
 	// InvoiceID is the refunded invoice; nil for a payout.

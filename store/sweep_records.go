@@ -46,6 +46,9 @@ const (
 // is broadcast, so that a crash re-broadcasts the same bytes.
 type SweepTx struct {
 	ID int64 `db:"id" json:"id"`
+	// ChainID is the chain the transaction is sent on: the chain of the
+	// store handle that created it (CreateSweepTx sets it).
+	ChainID uint64 `db:"chain_id" json:"chain_id"`
 	// InvoiceID is nil for a gas top-up of the sweep wallet.
 	InvoiceID         *int64         `db:"invoice_id" json:"invoice_id"`
 	Kind              string         `db:"kind" json:"kind"`

@@ -45,6 +45,8 @@ func oneChainDatabase(t *testing.T) *postgres.Store {
 		`INSERT INTO chain_checkpoints (block_number, block_hash, permanent, recorded_at) VALUES (1, '` + h("0b01") + `', true, now())`,
 		`INSERT INTO chain_finalized (id, block_number) VALUES (1, 1)`,
 		`INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at) VALUES (2, 1, '[]', '[]', now())`,
+		`INSERT INTO wallet_nonces (address, next_nonce) VALUES ('` + a("01") + `', 3)`,
+		`INSERT INTO ledger_entries (kind, amount, at, recorded_at) VALUES ('opening_balance', 5, now(), now())`,
 	} {
 		_, err := st.DB().Exec(q)
 		require.NoError(t, err, q)
@@ -52,7 +54,8 @@ func oneChainDatabase(t *testing.T) *postgres.Store {
 	return st
 }
 
-// Migration 0190 gives every existing index row the recorded chain, keys
+// Migrations 0190 and 0191 give every existing index row (and what the
+// sweep and the refund engine wrote) the recorded chain, keys
 // the tables by chain, and leaves no default behind: a second chain's rows
 // of the same numbers and hashes then fit beside the first's.
 func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T) {
@@ -62,7 +65,7 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 
 	db := st.DB()
 	for _, table := range []string{"blocks", "transactions", "token_transfers", "cursors", "settlement_blocks",
-		"chain_checkpoints", "chain_finalized", "chain_identity", "reorgs"} {
+		"chain_checkpoints", "chain_finalized", "chain_identity", "reorgs", "wallet_nonces", "ledger_entries"} {
 		var chains []int64
 		require.NoError(t, db.Select(&chains, `SELECT DISTINCT chain_id FROM `+table), table)
 		require.Equal(t, []int64{262144}, chains, table)
@@ -76,6 +79,7 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 	requireKey(t, db, "token_transfers", "chain_id, tx_hash, log_index")
 	requireKey(t, db, "cursors", "chain_id, name")
 	requireKey(t, db, "chain_identity", "chain_id")
+	requireKey(t, db, "wallet_nonces", "chain_id, address")
 
 	// Read back through the chain's handle, as the previous version wrote it.
 	c := st.Chain(262144)

@@ -12,7 +12,7 @@ import (
 // of an entry is refused, whatever code issues it.
 func TestLedger_AppendOnly_UpdateAndDeleteRefused(t *testing.T) {
 	st := pgtest.New(t)
-	_, err := st.DB().Exec(`INSERT INTO ledger_entries (kind, amount, at, recorded_at) VALUES ('opening_balance', 5, now(), now())`)
+	_, err := st.DB().Exec(`INSERT INTO ledger_entries (chain_id, kind, amount, at, recorded_at) VALUES (1337, 'opening_balance', 5, now(), now())`)
 	require.NoError(t, err)
 	_, err = st.DB().Exec(`UPDATE ledger_entries SET amount = 6`)
 	require.ErrorContains(t, err, "append-only")

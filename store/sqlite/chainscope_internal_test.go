@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,8 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 		`INSERT INTO chain_checkpoints (block_number, block_hash, permanent, recorded_at) VALUES (1, ` + h("b1") + `, 1, 1)`,
 		`INSERT INTO chain_finalized (id, block_number) VALUES (1, 1)`,
 		`INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at) VALUES (2, 1, '[]', '[]', 1)`,
+		`INSERT INTO wallet_nonces (address, next_nonce) VALUES (` + a("01") + `, 3)`,
+		`INSERT INTO ledger_entries (kind, amount, at, recorded_at) VALUES ('opening_balance', '5', 1, 1)`,
 	} {
 		_, err := db.Exec(q)
 		require.NoError(t, err, q)
@@ -55,7 +58,7 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 	require.NoError(t, err)
 	defer st.Close()
 	for _, table := range []string{"blocks", "transactions", "token_transfers", "cursors", "settlement_blocks",
-		"chain_checkpoints", "chain_finalized", "chain_identity", "reorgs"} {
+		"chain_checkpoints", "chain_finalized", "chain_identity", "reorgs", "wallet_nonces", "ledger_entries"} {
 		var chains []int64
 		require.NoError(t, st.DB().Select(&chains, `SELECT DISTINCT chain_id FROM `+table), table)
 		require.Equal(t, []int64{262144}, chains, table)
@@ -74,6 +77,10 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 	rs, err := c.ListReorgs(ctx, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
+	// The wallet's nonce sequence is the recorded chain's.
+	nonce, err := c.ReserveNonce(ctx, common.BytesToAddress([]byte{1}), 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, nonce)
 	// The same block on another chain fits beside it.
 	require.NoError(t, st.Chain(1).InsertBlocks(ctx, []store.Block{head}, nil))
 	// The trigger recreated by the migration still writes a payment's

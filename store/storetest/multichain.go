@@ -16,6 +16,7 @@ func multiChainTests() []test {
 		{"MultiChain_SameTransactionOnTwoChains", testSameTxTwoChains},
 		{"MultiChain_UnboundHandleRefuses", testUnboundRefuses},
 		{"MultiChain_NamedLocksPerChain", testLocksPerChain},
+		{"MultiChain_MoneyOutPerChain", testMoneyOutPerChain},
 	}
 }
 
@@ -158,4 +159,70 @@ func testLocksPerChain(t *testing.T, st store.Store) {
 	defer b.Unlock()
 	_, err = st.Chain(1).TryLock(ctx, "indexer")
 	require.ErrorIs(t, err, store.ErrLocked, "a second runner of chain 1's indexer is refused")
+}
+
+// What the sweep and the refund engine read is their chain's: one wallet
+// address has a nonce sequence per chain, its unsent transactions and the
+// sweeps, refunds, payouts and ledger entries due are the chain's.
+func testMoneyOutPerChain(t *testing.T, st store.Store) {
+	a, b := st.Chain(1337), st.Chain(10)
+	wallet := randAddr()
+	for _, c := range []store.Store{a, b} {
+		n, err := c.ReserveNonce(ctx, wallet, 4)
+		require.NoError(t, err)
+		require.EqualValues(t, 4, n, "each chain's sequence starts at its own chain nonce")
+	}
+	n, err := a.ReserveNonce(ctx, wallet, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	n, err = b.ReserveNonce(ctx, wallet, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n, "chain 10's sequence did not move with chain 1337's")
+
+	m := newMerchant(t, st)
+	onA := newInvoice(t, a, m.ID, func(inv *store.Invoice) {
+		inv.Status, inv.SweepStatus = store.StatusConfirmed, store.SweepQueued
+	})
+	onB := newInvoice(t, b, m.ID, func(inv *store.Invoice) {
+		inv.ChainID, inv.Status, inv.SweepStatus = 10, store.StatusConfirmed, store.SweepQueued
+	})
+	for _, c := range []struct {
+		st  store.Store
+		inv store.Invoice
+	}{{a, onA}, {b, onB}} {
+		claimed, err := c.st.ClaimSweeps(ctx, now(), time.Minute, 10)
+		require.NoError(t, err)
+		require.Equal(t, []int64{c.inv.ID}, invoiceIDs(claimed), "a chain's sweep claims its chain's invoices")
+		queued, err := c.st.ListInvoicesBySweepStatus(ctx, store.SweepQueued, 0, 10)
+		require.NoError(t, err)
+		require.Equal(t, []int64{c.inv.ID}, invoiceIDs(queued))
+
+		tx := store.SweepTx{InvoiceID: &c.inv.ID, Kind: store.SweepTxFunding, From: wallet, To: c.inv.DepositAddress,
+			Nonce: 5, ValueWei: store.NewAmount(1), GasLimit: 21000, MaxFeeWei: store.NewAmount(2),
+			MaxPriorityFeeWei: store.NewAmount(1), TxHash: randHash(), RawTx: randBytes(10),
+			Status: store.SweepTxSigned, CreatedAt: now(), UpdatedAt: now()}
+		require.NoError(t, c.st.CreateSweepTx(ctx, &tx), "nonce 5 on each chain: no conflict")
+		unmined, err := c.st.ListUnminedSweepTxs(ctx, wallet)
+		require.NoError(t, err)
+		require.Len(t, unmined, 1, "the wallet's unmined transactions on this chain only")
+		require.Equal(t, tx.TxHash, unmined[0].TxHash)
+		byNonce, err := c.st.ListSweepTxsByNonce(ctx, wallet, store.SweepTxFunding, 5)
+		require.NoError(t, err)
+		require.Len(t, byNonce, 1)
+		byHash, err := c.st.ListSweepTxsByHashes(ctx, []common.Hash{unmined[0].TxHash})
+		require.NoError(t, err)
+		require.Len(t, byHash, 1)
+
+		o := newOutbound(t, c.st, m) // a payout, sent on this chain
+		claimedOut, err := c.st.ClaimOutbounds(ctx, now().Add(time.Hour), time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, claimedOut, 1, "a chain's refund engine claims its chain's refunds")
+		require.Equal(t, o.ID, claimedOut[0].ID)
+
+		require.NoError(t, c.st.InsertLedgerEntries(ctx, []store.LedgerEntry{{Kind: store.LedgerGasFee,
+			MerchantID: &m.ID, Amount: store.NewAmount(3), At: now(), RecordedAt: now(), BlockNumber: ptr(uint64(1))}}))
+		es, err := c.st.ScanLedgerEntries(ctx, store.LedgerScan{MaxBlock: 100, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, es, 1, "a chain's ledger scan reads its chain's entries")
+	}
 }

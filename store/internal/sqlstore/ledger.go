@@ -10,7 +10,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
-const ledgerColumns = `id, kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address,
+const ledgerColumns = `id, chain_id, kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address,
 	from_address, to_address, amount, tx_hash, log_index, block_number, at, fiat_currency, fiat_minor, reverses,
 	recorded_at`
 
@@ -20,12 +20,17 @@ func (s *Store) InsertLedgerEntries(ctx context.Context, es []store.LedgerEntry)
 	if len(es) == 0 {
 		return nil
 	}
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
 	return s.withTx(ctx, func(t *Store) error {
 		for i := range es {
-			if _, err := t.namedExec(ctx, `INSERT INTO ledger_entries (kind, merchant_id, invoice_id, outbound_id,
+			es[i].ChainID = uint64(c)
+			if _, err := t.namedExec(ctx, `INSERT INTO ledger_entries (chain_id, kind, merchant_id, invoice_id, outbound_id,
 					payment_id, sweep_tx_id, token_address, from_address, to_address, amount, tx_hash, log_index,
 					block_number, at, fiat_currency, fiat_minor, reverses, recorded_at)
-				VALUES (:kind, COALESCE(:merchant_id, (SELECT merchant_id FROM invoices WHERE id = :invoice_id),
+				VALUES (:chain_id, :kind, COALESCE(:merchant_id, (SELECT merchant_id FROM invoices WHERE id = :invoice_id),
 						(SELECT merchant_id FROM outbounds WHERE id = :outbound_id)),
 					:invoice_id, :outbound_id, :payment_id, :sweep_tx_id, :token_address, :from_address, :to_address,
 					:amount, :tx_hash, :log_index, :block_number, :at, :fiat_currency, :fiat_minor, :reverses,
@@ -39,10 +44,10 @@ func (s *Store) InsertLedgerEntries(ctx context.Context, es []store.LedgerEntry)
 
 // ReverseLedgerEntries implements store.LedgerStore.
 func (s *Store) ReverseLedgerEntries(ctx context.Context, sweepTxID int64, at time.Time) (int, error) {
-	res, err := s.exec(ctx, `INSERT INTO ledger_entries (kind, merchant_id, invoice_id, outbound_id, payment_id,
+	res, err := s.exec(ctx, `INSERT INTO ledger_entries (chain_id, kind, merchant_id, invoice_id, outbound_id, payment_id,
 			sweep_tx_id, token_address, from_address, to_address, amount, tx_hash, log_index, block_number, at,
 			fiat_currency, fiat_minor, reverses, recorded_at)
-		SELECT kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address, to_address,
+		SELECT chain_id, kind, merchant_id, invoice_id, outbound_id, payment_id, sweep_tx_id, token_address, to_address,
 			from_address, amount, tx_hash, log_index, block_number, ?, fiat_currency, fiat_minor, id, ?
 		FROM ledger_entries e
 		WHERE e.sweep_tx_id = ? AND e.reverses IS NULL
@@ -121,9 +126,13 @@ type ledgerRow struct {
 
 // ScanLedgerEntries implements store.LedgerStore.
 func (s *Store) ScanLedgerEntries(ctx context.Context, sc store.LedgerScan) ([]store.LedgerEntry, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var es []store.LedgerEntry
-	err := s.sel(ctx, &es, `SELECT `+ledgerColumns+` FROM ledger_entries
-		WHERE id > ? AND block_number <= ? ORDER BY id LIMIT ?`, sc.AfterID, sc.MaxBlock, limit(sc.Limit, 1000, 10000))
+	err = s.sel(ctx, &es, `SELECT `+ledgerColumns+` FROM ledger_entries
+		WHERE id > ? AND chain_id = ? AND block_number <= ? ORDER BY id LIMIT ?`, sc.AfterID, c, sc.MaxBlock, limit(sc.Limit, 1000, 10000))
 	return es, err
 }
 

@@ -168,7 +168,8 @@ func (s *Store) defaultChain(ctx context.Context) (int64, error) {
 		}
 	}
 	for _, table := range []string{"blocks", "transactions", "token_transfers", "reorgs", "cursors",
-		"settlement_blocks", "chain_checkpoints", "chain_finalized"} {
+		"settlement_blocks", "chain_checkpoints", "chain_finalized", "sweep_txs", "wallet_nonces", "outbounds",
+		"ledger_entries"} {
 		var n int
 		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM (SELECT 1 FROM `+table+` LIMIT 1) t`); err != nil {
 			return 0, err

@@ -11,7 +11,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 )
 
-const outboundColumns = `id, kind, merchant_id, invoice_id, batch_id, reason, reference, token_address,
+const outboundColumns = `id, chain_id, kind, merchant_id, invoice_id, batch_id, reason, reference, token_address,
 	asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate, fiat_rate_kind, destination,
 	payment_uri, paid_by, source, from_address, status, error, claim_token_hash, created_by_key, needs_approval,
 	approved_by_key, approved_at, tx_hash, log_index, block_number, created_block, attempts,
@@ -21,14 +21,18 @@ const selectOutbound = `SELECT ` + outboundColumns + ` FROM outbounds`
 
 // CreateOutbound implements store.OutboundStore.
 func (s *Store) CreateOutbound(ctx context.Context, o *store.Outbound) error {
-	o.Version = 1
-	return s.namedGet(ctx, &o.ID, `INSERT INTO outbounds (kind, merchant_id, invoice_id, batch_id, reason,
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
+	o.Version, o.ChainID = 1, uint64(c)
+	return s.namedGet(ctx, &o.ID, `INSERT INTO outbounds (chain_id, kind, merchant_id, invoice_id, batch_id, reason,
 			reference, token_address, asset_symbol, asset_decimals, amount, fiat_currency, fiat_minor, fiat_rate,
 			fiat_rate_kind, destination, payment_uri, paid_by, source, from_address, status, error, claim_token_hash,
 			created_by_key, needs_approval, approved_by_key, approved_at, tx_hash, log_index, block_number,
 			created_block, attempts, next_attempt_at, locked_until, created_at, updated_at, broadcast_at,
 			confirmed_at, submitted_tx_hash, version, created_by_user, approved_by_user)
-		VALUES (:kind, :merchant_id, :invoice_id, :batch_id, :reason, :reference, :token_address,
+		VALUES (:chain_id, :kind, :merchant_id, :invoice_id, :batch_id, :reason, :reference, :token_address,
 			:asset_symbol, :asset_decimals, :amount, :fiat_currency, :fiat_minor, :fiat_rate, :fiat_rate_kind,
 			:destination, :payment_uri, :paid_by, :source, :from_address, :status, :error, :claim_token_hash,
 			:created_by_key, :needs_approval, :approved_by_key, :approved_at, :tx_hash, :log_index,
@@ -149,16 +153,20 @@ func (s *Store) ListOutbounds(ctx context.Context, f store.OutboundFilter) ([]st
 
 // ClaimOutbounds implements store.OutboundStore.
 func (s *Store) ClaimOutbounds(ctx context.Context, now time.Time, lease time.Duration, n int) ([]store.Outbound, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Outbound
-	err := s.sel(ctx, &out, `
+	err = s.sel(ctx, &out, `
 		UPDATE outbounds SET locked_until = ?
 		WHERE id IN (
 			SELECT id FROM outbounds
-			WHERE status IN ('QUEUED', 'AWAITING_PAYMENT', 'BROADCAST')
+			WHERE status IN ('QUEUED', 'AWAITING_PAYMENT', 'BROADCAST') AND chain_id = ?
 			  AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
 			  AND (locked_until IS NULL OR locked_until <= ?)
 			ORDER BY id LIMIT ?`+s.d.SkipLocked+`)
-		RETURNING `+outboundColumns, now.Add(lease), now, now, limit(n, 10, 1000))
+		RETURNING `+outboundColumns, now.Add(lease), c, now, now, limit(n, 10, 1000))
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
 }
@@ -179,7 +187,11 @@ func (s *Store) ListSweepTxsByHashes(ctx context.Context, hashes []common.Hash) 
 	for i, h := range hashes {
 		keys[i] = h.Bytes()
 	}
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var ts []store.SweepTx
-	err := s.selIn(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE tx_hash IN (?) ORDER BY id`, keys)
+	err = s.selIn(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE tx_hash IN (?) AND chain_id = ? ORDER BY id`, keys, c)
 	return ts, err
 }

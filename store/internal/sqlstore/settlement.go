@@ -318,9 +318,13 @@ func (s *Store) ListPendingInvoiceTxs(ctx context.Context, indexedBefore time.Ti
 
 // ListUnsweptConfirmed implements store.SettlementStore.
 func (s *Store) ListUnsweptConfirmed(ctx context.Context, confirmedBefore time.Time, n int) ([]store.Invoice, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var invs []store.Invoice
-	err := s.sel(ctx, &invs, selectInvoice+` WHERE status = 'CONFIRMED' AND confirmed_at <= ?
+	err = s.sel(ctx, &invs, selectInvoice+` WHERE status = 'CONFIRMED' AND chain_id = ? AND confirmed_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.invoice_id = invoices.id AND s.kind IN (?, ?))
-		ORDER BY confirmed_at, id LIMIT ?`, confirmedBefore, store.SweepTxSweep, store.SweepTxPull, limit(n, 100, 10000))
+		ORDER BY confirmed_at, id LIMIT ?`, c, confirmedBefore, store.SweepTxSweep, store.SweepTxPull, limit(n, 100, 10000))
 	return invs, err
 }
