@@ -1,6 +1,7 @@
 package evmpaytest
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"errors"
@@ -66,6 +67,10 @@ type ChainConfig struct {
 	// Fund are more addresses the genesis block gives Balance (a sweep
 	// wallet, a gas funder). Defaults to none.
 	Fund []common.Address
+	// ChainID is the chain's EIP-155 id: two kits' chains that one store
+	// holds side by side (store.Store.Chain) need two. Defaults to
+	// ChainID (1337).
+	ChainID uint64
 }
 
 // defaultBalance is 1,000,000 coins.
@@ -77,6 +82,7 @@ var defaultBalance = new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)
 // test on error: call them from the test's goroutine.
 type Chain struct {
 	tb       reporter
+	id       *big.Int // the EIP-155 chain id
 	backend  *simchain.Backend
 	client   simulated.Client
 	accounts []Account
@@ -170,7 +176,7 @@ func newChain(tb reporter, cfg ChainConfig) *Chain {
 	if err != nil {
 		tb.Fatalf("evmpaytest: %v", err)
 	}
-	c := &Chain{tb: tb}
+	c := &Chain{tb: tb, id: new(big.Int).SetUint64(cmp.Or(cfg.ChainID, ChainID))}
 	alloc := types.GenesisAlloc{}
 	for i := range n {
 		key, err := w.PrivateKey(uint32(i))
@@ -187,10 +193,13 @@ func newChain(tb reporter, cfg ChainConfig) *Chain {
 	// simchain: blocks sealed by the kit return once the node's
 	// transaction pool has moved to them, and the node serves its JSON-RPC
 	// on a Unix socket, for RPC.
-	c.backend = simchain.New(tb, alloc)
+	c.backend = simchain.New(tb, alloc, simchain.WithChainID(c.id.Uint64()))
 	c.client = c.backend.Client()
 	return c
 }
+
+// ID is the chain's EIP-155 chain id (ChainConfig.ChainID).
+func (c *Chain) ID() uint64 { return c.id.Uint64() }
 
 // Client is the chain's client: go-ethereum's simulated.Client, which
 // satisfies every chain interface evmpay's packages consume
@@ -280,7 +289,7 @@ func (c *Chain) Balance(token *common.Address, holder common.Address) *big.Int {
 func (c *Chain) DeployToken(symbol string, decimals uint8) *testtoken.Token {
 	c.tb.Helper()
 	deployer := c.accounts[0]
-	opts := bind.NewKeyedTransactor(deployer.Key, big.NewInt(ChainID))
+	opts := bind.NewKeyedTransactor(deployer.Key, c.id)
 	c.mu.Lock()
 	tok, _, err := testtoken.Deploy(opts, c.client, testtoken.Stable, "Test "+symbol, symbol, decimals)
 	if err == nil {
@@ -315,7 +324,7 @@ func (c *Chain) Pay(uri string) *types.Receipt {
 // or no amount, or the transaction fails.
 func (c *Chain) PayFrom(from Account, uri string) *types.Receipt {
 	c.tb.Helper()
-	to, value, data, err := parsePayment(uri)
+	to, value, data, err := parsePayment(uri, c.ID())
 	if err != nil {
 		c.tb.Fatalf("evmpaytest: pay %s: %v", uri, err)
 	}
@@ -342,14 +351,14 @@ func (c *Chain) PayFrom(from Account, uri string) *types.Receipt {
 
 // parsePayment reads a native or ERC-20 transfer payment URI into the
 // transaction it asks for.
-func parsePayment(uri string) (to common.Address, value *big.Int, data []byte, err error) {
+func parsePayment(uri string, chainID uint64) (to common.Address, value *big.Int, data []byte, err error) {
 	if strings.Contains(uri, "/transfer") {
 		t, err := invoice.ParseTransferURI(uri)
 		if err != nil {
 			return to, nil, nil, err
 		}
-		if t.ChainID != ChainID {
-			return to, nil, nil, fmt.Errorf("the URI asks for chain %d, the simulated chain is %d", t.ChainID, ChainID)
+		if t.ChainID != chainID {
+			return to, nil, nil, fmt.Errorf("the URI asks for chain %d, the simulated chain is %d", t.ChainID, chainID)
 		}
 		if t.Amount == nil || t.Amount.IsZero() {
 			return to, nil, nil, errors.New("the URI names no amount")
@@ -361,8 +370,8 @@ func parsePayment(uri string) (to common.Address, value *big.Int, data []byte, e
 	if err != nil {
 		return to, nil, nil, err
 	}
-	if p.ChainID != ChainID {
-		return to, nil, nil, fmt.Errorf("the URI asks for chain %d, the simulated chain is %d", p.ChainID, ChainID)
+	if p.ChainID != chainID {
+		return to, nil, nil, fmt.Errorf("the URI asks for chain %d, the simulated chain is %d", p.ChainID, chainID)
 	}
 	if p.Value == nil || p.Value.IsZero() {
 		return to, nil, nil, errors.New("the URI names no amount")
@@ -395,8 +404,8 @@ func (c *Chain) send(ctx context.Context, from Account, to common.Address, value
 	if err != nil {
 		return nil, fmt.Errorf("the payment would fail (does %s hold the funds?): %w", from.Address, err)
 	}
-	tx, err := types.SignNewTx(from.Key, types.LatestSignerForChainID(big.NewInt(ChainID)), &types.DynamicFeeTx{
-		ChainID: big.NewInt(ChainID), Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap,
+	tx, err := types.SignNewTx(from.Key, types.LatestSignerForChainID(c.id), &types.DynamicFeeTx{
+		ChainID: c.id, Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap,
 		Gas: gas, To: &to, Value: value, Data: data,
 	})
 	if err != nil {

@@ -40,8 +40,10 @@ type Config struct {
 	// Chain configures the simulated chain; the sweep wallet of Mnemonic
 	// is funded besides its accounts. Defaults to ChainConfig's defaults.
 	Chain ChainConfig
-	// Store is the database the packages share. Defaults to NewStore's
-	// fresh SQLite file (pass pgtest.New(t) to run on PostgreSQL).
+	// Store is the database the packages share, bound to the chain
+	// (store.Store.Chain) by New: two Envs of two chains (ChainConfig.ChainID)
+	// may share one. Defaults to NewStore's fresh SQLite file (pass
+	// pgtest.New(t) to run on PostgreSQL).
 	Store store.Store
 	// Mnemonic is the deposit wallet's BIP-39 mnemonic: the deposit
 	// addresses (m/44'/60'/0'/0/<index>) and the sweep wallet
@@ -180,6 +182,9 @@ func New(tb testing.TB, cfg Config) *Env {
 	if e.Store = cfg.Store; e.Store == nil {
 		e.Store = NewStore(tb)
 	}
+	// The store's rows of this chain: one store may hold several kits'
+	// chains side by side (ChainConfig.ChainID).
+	e.Store = e.Store.Chain(e.Chain.ID())
 	for _, t := range cfg.Tokens {
 		e.Tokens = append(e.Tokens, e.Chain.DeployToken(t.Symbol, t.Decimals))
 	}

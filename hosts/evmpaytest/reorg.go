@@ -46,7 +46,7 @@ func (c *Chain) Reorg(depth int, drop ...common.Hash) uint64 {
 		if err != nil || r.BlockNumber.Uint64() <= ancestor.Number.Uint64() {
 			c.tb.Fatalf("evmpaytest: reorg: transaction %s is not in the last %d blocks", h.Hex(), depth)
 		}
-		sender, err := types.Sender(types.LatestSignerForChainID(big.NewInt(ChainID)), tx)
+		sender, err := types.Sender(types.LatestSignerForChainID(c.id), tx)
 		if err != nil {
 			c.tb.Fatalf("evmpaytest: reorg: sender of %s: %v", h.Hex(), err)
 		}
@@ -95,8 +95,8 @@ func (c *Chain) replaceTx(ctx context.Context, from Account, orig *types.Transac
 	bump := func(x *big.Int) *big.Int {
 		return new(big.Int).Add(new(big.Int).Mul(x, big.NewInt(2)), big.NewInt(1_000_000_000))
 	}
-	tx, err := types.SignNewTx(from.Key, types.LatestSignerForChainID(big.NewInt(ChainID)), &types.DynamicFeeTx{
-		ChainID: big.NewInt(ChainID), Nonce: orig.Nonce(), GasTipCap: bump(orig.GasTipCap()), GasFeeCap: bump(orig.GasFeeCap()),
+	tx, err := types.SignNewTx(from.Key, types.LatestSignerForChainID(c.id), &types.DynamicFeeTx{
+		ChainID: c.id, Nonce: orig.Nonce(), GasTipCap: bump(orig.GasTipCap()), GasFeeCap: bump(orig.GasFeeCap()),
 		Gas: 21000, To: &from.Address,
 	})
 	if err != nil {

@@ -25,9 +25,9 @@ func (c *Chain) Transfer(from Account, token *common.Address, to common.Address,
 		err error
 	)
 	if token == nil {
-		uri, err = invoice.FormatPaymentURI(invoice.PaymentURI{Address: to, ChainID: ChainID, Value: v})
+		uri, err = invoice.FormatPaymentURI(invoice.PaymentURI{Address: to, ChainID: c.ID(), Value: v})
 	} else {
-		uri, err = invoice.FormatTransferURI(invoice.TransferURI{Token: *token, ChainID: ChainID, To: to, Amount: v})
+		uri, err = invoice.FormatTransferURI(invoice.TransferURI{Token: *token, ChainID: c.ID(), To: to, Amount: v})
 	}
 	if err != nil {
 		c.tb.Fatalf("evmpaytest: transfer: %v", err)

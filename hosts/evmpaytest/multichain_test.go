@@ -1,0 +1,67 @@
+package evmpaytest_test
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hdwallet"
+	"github.com/evmpay/evmpay/hosts/evmpaytest"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
+)
+
+// Two chains, one database, one deposit wallet (the same mnemonic, so one
+// sweep wallet address on both chains): evmpay's packages run per chain,
+// each through its chain's handle on the shared store. Each chain's invoice
+// is paid, settled and swept on its own chain — the sweep wallet's nonces
+// start at 0 on each, a sequence per chain — and a payment of chain 1337's
+// invoice's address on chain 1338 (a wrong network) is not credited to it.
+func TestEnv_TwoChainsOneDatabase_EachSettlesAndSweepsItsOwn(t *testing.T) {
+	t.Parallel()
+	m, err := hdwallet.GenerateMnemonic(24)
+	require.NoError(t, err)
+	// Both chains' workers hold connections (each named lock one): a pool
+	// for two services.
+	st, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Config{MaxOpenConns: 40})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	a := evmpaytest.New(t, evmpaytest.Config{Store: st, Mnemonic: m.Phrase()})
+	b := evmpaytest.New(t, evmpaytest.Config{Store: st, Mnemonic: m.Phrase(),
+		Chain: evmpaytest.ChainConfig{ChainID: 1338}})
+
+	const wei = "2000000000000000"
+	ia := a.CreateInvoice(`{"amount_wei":"` + wei + `"}`)
+	ib := b.CreateInvoice(`{"amount_wei":"` + wei + `"}`)
+	require.EqualValues(t, 1337, ia.ChainID)
+	require.EqualValues(t, 1338, ib.ChainID)
+	require.Contains(t, ib.PaymentURI, "@1338", "the payment request names chain 1338")
+
+	// Chain 1337's invoice's address, paid on chain 1338.
+	b.Chain.Transfer(b.Chain.Accounts()[1], nil, ia.DepositAddress, big.NewInt(5e15))
+	a.Chain.Pay(ia.PaymentURI)
+	b.Chain.Pay(ib.PaymentURI)
+	for _, c := range []struct {
+		env *evmpaytest.Env
+		inv store.Invoice
+	}{{a, ia}, {b, ib}} {
+		c.env.Chain.Mine(13)
+		got := c.env.WaitInvoice(c.inv.ID, store.StatusSettled)
+		require.Equal(t, wei, got.PaidWei.String(), "chain %d's invoice: its own payment only", c.inv.ChainID)
+		txs, err := st.ListSweepTxsByInvoice(context.Background(), c.inv.ID)
+		require.NoError(t, err)
+		require.NotEmpty(t, txs)
+		for _, tx := range txs {
+			require.Equal(t, c.inv.ChainID, tx.ChainID, "swept on the invoice's chain")
+			if tx.Kind == store.SweepTxFunding {
+				require.Zero(t, tx.Nonce, "the sweep wallet's first transaction on chain %d", c.inv.ChainID)
+			}
+		}
+	}
+	ps, err := st.ListPaymentsByInvoice(context.Background(), ia.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 1, "the wrong-network payment is not a payment of chain 1337's invoice")
+}
