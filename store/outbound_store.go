@@ -34,10 +34,12 @@ type PayoutPolicyStore interface {
 
 // ServiceWalletStore records the wallets the service holds keys for.
 type ServiceWalletStore interface {
-	// RegisterServiceWallet records w. Registering the same address with
-	// the same role and merchant again is a no-op; ErrConflict when the
-	// address is recorded otherwise, or the merchant already has another
-	// payout wallet.
+	// RegisterServiceWallet records w, and w.LedgerFromBlock as its
+	// opening block on the store's chain when set and the chain has none
+	// (a wallet has one address on every chain, an opening block on each).
+	// Registering the same address with the same role and merchant again
+	// changes nothing else; ErrConflict when the address is recorded
+	// otherwise, or the merchant already has another payout wallet.
 	RegisterServiceWallet(ctx context.Context, w ServiceWallet) error
 	// GetServiceWallet returns ErrNotFound for an address that is none of
 	// the service's wallets.
@@ -48,9 +50,10 @@ type ServiceWalletStore interface {
 	// ListServiceWallets returns every recorded wallet, by role then
 	// address.
 	ListServiceWallets(ctx context.Context) ([]ServiceWallet, error)
-	// OpenServiceWallets sets the ledger's opening block of every wallet
-	// that has none yet to block (see ServiceWallet.LedgerFromBlock) and
-	// returns how many it set.
+	// OpenServiceWallets sets the ledger's opening block on the store's
+	// chain of every wallet that has none there yet to block (see
+	// ServiceWallet.LedgerFromBlock, which the reads give for the store's
+	// chain) and returns how many it set.
 	OpenServiceWallets(ctx context.Context, block uint64) (int, error)
 	// ListMerchantsWithoutPayoutWallet returns up to limit merchant ids
 	// with no payout wallet yet, by id.

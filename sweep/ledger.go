@@ -189,14 +189,17 @@ func (s *Sweeper) registerWallets(ctx context.Context, p *pass) error {
 		return err
 	}
 	for _, w := range ws {
-		_, err := s.st.GetServiceWallet(ctx, w.Address)
+		have, err := s.st.GetServiceWallet(ctx, w.Address)
 		if err == nil {
 			if err := s.st.RegisterServiceWallet(ctx, w); err != nil {
 				return err // recorded already: the same role, or a conflict to report
 			}
-			continue
-		}
-		if !errors.Is(err, store.ErrNotFound) {
+			if !started || have.LedgerFromBlock != nil {
+				continue // opened on this chain, or the ledger's start opens it
+			}
+			// Recorded by another chain's sweep: opened on this chain
+			// below, with its opening balance here.
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		var opening []store.LedgerEntry

@@ -12,6 +12,7 @@ import (
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
+	"github.com/evmpay/evmpay/sweep"
 )
 
 // Two chains, one database, one deposit wallet (the same mnemonic, so one
@@ -64,4 +65,16 @@ func TestEnv_TwoChainsOneDatabase_EachSettlesAndSweepsItsOwn(t *testing.T) {
 	ps, err := st.ListPaymentsByInvoice(context.Background(), ia.ID)
 	require.NoError(t, err)
 	require.Len(t, ps, 1, "the wrong-network payment is not a payment of chain 1337's invoice")
+
+	// Each chain's ledger against that chain's balances.
+	for _, env := range []*evmpaytest.Env{a, b} {
+		r, err := sweep.NewReconciler(env.Store, env.Chain.Client(), sweep.ReconcileConfig{})
+		require.NoError(t, err)
+		rec, err := r.Reconcile(context.Background(), 0)
+		require.NoError(t, err)
+		for _, w := range rec.Wallets {
+			t.Logf("chain %d: %s %s ledger %s chain %s ok=%v", env.Chain.ID(), w.Role, w.Address, w.Ledger, w.Chain, w.OK)
+		}
+		require.True(t, rec.OK, "chain %d's ledger reconciles", env.Chain.ID())
+	}
 }

@@ -46,6 +46,7 @@ func oneChainDatabase(t *testing.T) *postgres.Store {
 		`INSERT INTO chain_finalized (id, block_number) VALUES (1, 1)`,
 		`INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at) VALUES (2, 1, '[]', '[]', now())`,
 		`INSERT INTO wallet_nonces (address, next_nonce) VALUES ('` + a("01") + `', 3)`,
+		`INSERT INTO service_wallets (address, role, created_at, ledger_from_block) VALUES ('` + a("05") + `', 'sweep', now(), 7)`,
 		`INSERT INTO ledger_entries (kind, amount, at, recorded_at) VALUES ('opening_balance', 5, now(), now())`,
 	} {
 		_, err := st.DB().Exec(q)
@@ -99,6 +100,13 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 	tr, err := c.ListTokenTransfersByTx(ctx, common.HexToHash("0a02"))
 	require.NoError(t, err)
 	require.Len(t, tr, 1)
+	w, err := c.GetServiceWallet(ctx, common.HexToAddress("05"))
+	require.NoError(t, err)
+	require.NotNil(t, w.LedgerFromBlock, "the wallet's opening block is the recorded chain's (0192)")
+	require.EqualValues(t, 7, *w.LedgerFromBlock)
+	w, err = st.Chain(1).GetServiceWallet(ctx, common.HexToAddress("05"))
+	require.NoError(t, err)
+	require.Nil(t, w.LedgerFromBlock, "and no other chain's")
 
 	// A second chain: the same block number and hash, its own identity.
 	other := st.Chain(1)

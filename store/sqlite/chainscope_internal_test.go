@@ -47,6 +47,7 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 		`INSERT INTO chain_finalized (id, block_number) VALUES (1, 1)`,
 		`INSERT INTO reorgs (fork_block, depth, old_hashes, new_hashes, detected_at) VALUES (2, 1, '[]', '[]', 1)`,
 		`INSERT INTO wallet_nonces (address, next_nonce) VALUES (` + a("01") + `, 3)`,
+		`INSERT INTO service_wallets (address, role, created_at, ledger_from_block) VALUES (` + a("05") + `, 'sweep', 1, 7)`,
 		`INSERT INTO ledger_entries (kind, amount, at, recorded_at) VALUES ('opening_balance', '5', 1, 1)`,
 	} {
 		_, err := db.Exec(q)
@@ -81,6 +82,10 @@ func TestMigrate0190_OneChainDatabase_RowsBelongToTheRecordedChain(t *testing.T)
 	nonce, err := c.ReserveNonce(ctx, common.BytesToAddress([]byte{1}), 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, nonce)
+	w, err := c.GetServiceWallet(ctx, common.BytesToAddress([]byte{5}))
+	require.NoError(t, err)
+	require.NotNil(t, w.LedgerFromBlock, "the wallet's opening block is the recorded chain's (0192)")
+	require.EqualValues(t, 7, *w.LedgerFromBlock)
 	// The same block on another chain fits beside it.
 	require.NoError(t, st.Chain(1).InsertBlocks(ctx, []store.Block{head}, nil))
 	// The trigger recreated by the migration still writes a payment's

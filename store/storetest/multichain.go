@@ -17,6 +17,7 @@ func multiChainTests() []test {
 		{"MultiChain_UnboundHandleRefuses", testUnboundRefuses},
 		{"MultiChain_NamedLocksPerChain", testLocksPerChain},
 		{"MultiChain_MoneyOutPerChain", testMoneyOutPerChain},
+		{"MultiChain_ServiceWalletOpenedPerChain", testWalletOpenedPerChain},
 	}
 }
 
@@ -225,4 +226,36 @@ func testMoneyOutPerChain(t *testing.T, st store.Store) {
 		require.NoError(t, err)
 		require.Len(t, es, 1, "a chain's ledger scan reads its chain's entries")
 	}
+}
+
+// A service wallet is one record, and one opening block of the ledger per
+// chain: registered with its opening block through chain 1337, it is
+// unopened on chain 10 until chain 10's ledger opens it.
+func testWalletOpenedPerChain(t *testing.T, st store.Store) {
+	a, b := st.Chain(1337), st.Chain(10)
+	w := store.ServiceWallet{Address: randAddr(), Role: store.WalletSweep, CreatedAt: now(), LedgerFromBlock: ptr(uint64(5))}
+	require.NoError(t, a.RegisterServiceWallet(ctx, w))
+	got, err := b.GetServiceWallet(ctx, w.Address)
+	require.NoError(t, err, "one wallet, every chain")
+	require.Nil(t, got.LedgerFromBlock, "not opened on chain 10")
+	n, err := b.OpenServiceWallets(ctx, 9)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for _, c := range []struct {
+		st   store.Store
+		from uint64
+	}{{a, 5}, {b, 9}} {
+		ws, err := c.st.ListServiceWallets(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.NotNil(t, ws[0].LedgerFromBlock)
+		require.Equal(t, c.from, *ws[0].LedgerFromBlock)
+	}
+	// Registering it again through chain 1337 with another block changes
+	// nothing: its opening block there is recorded.
+	w.LedgerFromBlock = ptr(uint64(77))
+	require.NoError(t, a.RegisterServiceWallet(ctx, w))
+	got, err = a.GetServiceWallet(ctx, w.Address)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), *got.LedgerFromBlock)
 }

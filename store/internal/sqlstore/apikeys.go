@@ -89,31 +89,55 @@ func (s *Store) PutPayoutPolicy(ctx context.Context, p store.PayoutPolicy) error
 	return err
 }
 
-const walletColumns = `address, role, merchant_id, created_at, ledger_from_block`
+// selectWallet reads service wallets with their ledger's opening block on
+// the bound chain (none on an unbound handle: chain 0 has no rows); its
+// one parameter is the chain.
+const selectWallet = `SELECT w.address, w.role, w.merchant_id, w.created_at, l.from_block AS ledger_from_block
+	FROM service_wallets w LEFT JOIN service_wallet_ledger l ON l.chain_id = ? AND l.address = w.address`
 
 // RegisterServiceWallet implements store.ServiceWalletStore.
 func (s *Store) RegisterServiceWallet(ctx context.Context, w store.ServiceWallet) error {
 	return s.withTx(ctx, func(t *Store) error {
 		var have store.ServiceWallet
-		err := t.get(ctx, &have, `SELECT `+walletColumns+` FROM service_wallets WHERE address = ?`+t.d.ForUpdate, w.Address)
+		err := t.get(ctx, &have, `SELECT address, role, merchant_id, created_at FROM service_wallets WHERE address = ?`+t.d.ForUpdate, w.Address)
 		switch {
 		case err == nil:
-			if have.Role == w.Role && sameID(have.MerchantID, w.MerchantID) {
-				return nil
+			if have.Role != w.Role || !sameID(have.MerchantID, w.MerchantID) {
+				return fmt.Errorf("%w: %s is already the %s wallet", store.ErrConflict, w.Address.Hex(), have.Role)
 			}
-			return fmt.Errorf("%w: %s is already the %s wallet", store.ErrConflict, w.Address.Hex(), have.Role)
 		case !errors.Is(err, store.ErrNotFound):
 			return err
+		default:
+			if _, err = t.exec(ctx, `INSERT INTO service_wallets (address, role, merchant_id, created_at)
+				VALUES (?, ?, ?, ?)`, w.Address, w.Role, w.MerchantID, w.CreatedAt); err != nil {
+				return err
+			}
 		}
-		_, err = t.exec(ctx, `INSERT INTO service_wallets (address, role, merchant_id, created_at, ledger_from_block)
-			VALUES (?, ?, ?, ?, ?)`, w.Address, w.Role, w.MerchantID, w.CreatedAt, w.LedgerFromBlock)
+		if w.LedgerFromBlock == nil {
+			return nil
+		}
+		// Its opening block on the bound chain, unless that chain's
+		// ledger has one already.
+		c, err := t.chainID()
+		if err != nil {
+			return err
+		}
+		_, err = t.exec(ctx, `INSERT INTO service_wallet_ledger (chain_id, address, from_block) VALUES (?, ?, ?)
+			ON CONFLICT (chain_id, address) DO NOTHING`, c, w.Address, *w.LedgerFromBlock)
 		return err
 	})
 }
 
-// OpenServiceWallets implements store.ServiceWalletStore.
+// OpenServiceWallets implements store.ServiceWalletStore: the wallets
+// without an opening block on the bound chain get block.
 func (s *Store) OpenServiceWallets(ctx context.Context, block uint64) (int, error) {
-	res, err := s.exec(ctx, `UPDATE service_wallets SET ledger_from_block = ? WHERE ledger_from_block IS NULL`, block)
+	c, err := s.chainID()
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.exec(ctx, `INSERT INTO service_wallet_ledger (chain_id, address, from_block)
+		SELECT ?, w.address, ? FROM service_wallets w
+		WHERE NOT EXISTS (SELECT 1 FROM service_wallet_ledger l WHERE l.chain_id = ? AND l.address = w.address)`, c, block, c)
 	if err != nil {
 		return 0, err
 	}
@@ -126,21 +150,21 @@ func sameID(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || 
 // GetServiceWallet implements store.ServiceWalletStore.
 func (s *Store) GetServiceWallet(ctx context.Context, addr common.Address) (store.ServiceWallet, error) {
 	var w store.ServiceWallet
-	err := s.get(ctx, &w, `SELECT `+walletColumns+` FROM service_wallets WHERE address = ?`, addr)
+	err := s.get(ctx, &w, selectWallet+` WHERE w.address = ?`, s.chain, addr)
 	return w, err
 }
 
 // GetPayoutWallet implements store.ServiceWalletStore.
 func (s *Store) GetPayoutWallet(ctx context.Context, merchantID int64) (store.ServiceWallet, error) {
 	var w store.ServiceWallet
-	err := s.get(ctx, &w, `SELECT `+walletColumns+` FROM service_wallets WHERE role = 'payout' AND merchant_id = ?`, merchantID)
+	err := s.get(ctx, &w, selectWallet+` WHERE w.role = 'payout' AND w.merchant_id = ?`, s.chain, merchantID)
 	return w, err
 }
 
 // ListServiceWallets implements store.ServiceWalletStore.
 func (s *Store) ListServiceWallets(ctx context.Context) ([]store.ServiceWallet, error) {
 	var ws []store.ServiceWallet
-	err := s.sel(ctx, &ws, `SELECT `+walletColumns+` FROM service_wallets ORDER BY role, address`)
+	err := s.sel(ctx, &ws, selectWallet+` ORDER BY w.role, w.address`, s.chain)
 	return ws, err
 }
 
