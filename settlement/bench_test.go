@@ -60,7 +60,8 @@ type blockBench struct {
 	f       *fixture
 	s       *Settler
 	pending int
-	next    int // the next pending invoice to pay
+	next    int    // the next pending invoice to pay
+	prefix  string // the seeded addresses' prefix (seededAddressOf)
 }
 
 func newBlockBench(b *testing.B, st *postgres.Store, pending int) *blockBench {
@@ -127,7 +128,7 @@ func (r *blockBench) mine() {
 	for j := 0; j < 1000; j++ {
 		to := randAddr()
 		if j%20 == 0 {
-			to = seededAddress(r.next % r.pending)
+			to = seededAddressOf(r.prefix, r.next%r.pending)
 			r.next++
 		}
 		txs = append(txs, pay(to, eth(1000)))
@@ -147,9 +148,13 @@ func (r *blockBench) sessionPIDs(b *testing.B) []int {
 // seededAddress is the deposit address of the i-th seeded invoice: as
 // random as a derived address, so that lookups and updates touch the
 // deposit-address index where a real one would.
-func seededAddress(i int) common.Address {
-	a := md5.Sum([]byte(fmt.Sprintf("d%d", i)))
-	b := md5.Sum([]byte(fmt.Sprintf("e%d", i)))
+func seededAddress(i int) common.Address { return seededAddressOf("", i) }
+
+// seededAddressOf is the deposit address of the i-th invoice seedChain
+// seeded with prefix.
+func seededAddressOf(prefix string, i int) common.Address {
+	a := md5.Sum([]byte(fmt.Sprintf("%sd%d", prefix, i)))
+	b := md5.Sum([]byte(fmt.Sprintf("%se%d", prefix, i)))
 	return common.BytesToAddress(append(a[:], b[:4]...))
 }
 
@@ -157,23 +162,38 @@ func seededAddress(i int) common.Address {
 // n SETTLED invoices with one payment each, then analyzes the tables (as
 // autovacuum would have on a database that grew to this size).
 func seedPending(b *testing.B, st *postgres.Store, merchantID int64, n int) {
+	seedChain(b, st, merchantID, n, 1337, "", 0)
+	analyze(b, st)
+}
+
+// seedChain inserts n PENDING and n SETTLED invoices of chain (with a
+// payment each for the SETTLED ones), deposit addresses md5(prefix+"d"+i),
+// derivation indexes from 1,000,000 + first, and moves the counter past
+// them.
+func seedChain(b *testing.B, st *postgres.Store, merchantID int64, n int, chain uint64, prefix string, first int) {
 	_, err := st.DB().ExecContext(ctx, `INSERT INTO invoices (merchant_id, status, amount_wei, paid_wei, chain_id, deposit_address,
 			derivation_index, payment_uri, lookup_token_hash, expires_at, created_at, updated_at)
 		SELECT $1, CASE WHEN i < $4 THEN 'PENDING' ELSE 'SETTLED' END, 1000000000000000000,
-			CASE WHEN i < $4 THEN 0 ELSE 1000000000000000000 END, 1337,
-			decode(md5('d' || i) || left(md5('e' || i), 8), 'hex'), 1000000 + i, 'ethereum:x',
-			decode(md5(i::text), 'hex'), $2, $3, $3
-		FROM generate_series(0, 2 * $4 - 1) AS i`, merchantID, t0.Add(24*time.Hour), t0, n)
+			CASE WHEN i < $4 THEN 0 ELSE 1000000000000000000 END, $5,
+			decode(md5($6 || 'd' || i) || left(md5($6 || 'e' || i), 8), 'hex'), 1000000 + $7 + i, 'ethereum:x',
+			decode(md5($6 || i::text), 'hex'), $2, $3, $3
+		FROM generate_series(0, 2 * $4 - 1) AS i`, merchantID, t0.Add(24*time.Hour), t0, n, chain, prefix, first)
 	require.NoError(b, err)
 	_, err = st.DB().ExecContext(ctx, `INSERT INTO payments (invoice_id, tx_hash, log_index, block_number, block_hash, from_address,
 			amount_wei, created_at)
 		SELECT id, decode(md5('t' || id) || md5('u' || id), 'hex'), -1, 0, decode(md5('b') || md5('c'), 'hex'),
 			decode(left(md5('f' || id), 40), 'hex'), amount_wei, $2
-		FROM invoices WHERE merchant_id = $1 AND status = 'SETTLED'`, merchantID, t0)
+		FROM invoices WHERE merchant_id = $1 AND status = 'SETTLED' AND chain_id = $3`, merchantID, t0, chain)
 	require.NoError(b, err)
 	// As the invoice API leaves it: the counter past every index given.
-	_, err = st.DB().ExecContext(ctx, `UPDATE counters SET value = 1000000 + 2 * $1 WHERE name = 'derivation_index'`, n)
+	_, err = st.DB().ExecContext(ctx, `UPDATE counters SET value = GREATEST(value, 1000000 + $2 + 2 * $1)
+		WHERE name = 'derivation_index'`, n, first)
 	require.NoError(b, err)
-	_, err = st.DB().ExecContext(ctx, `ANALYZE`)
+}
+
+// analyze updates the planner's statistics, as autovacuum would have on a
+// database that grew to this size.
+func analyze(b *testing.B, st *postgres.Store) {
+	_, err := st.DB().ExecContext(ctx, `ANALYZE`)
 	require.NoError(b, err)
 }

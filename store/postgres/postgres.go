@@ -47,7 +47,8 @@ type Config struct {
 	// ConnMaxLifetime recycles connections. Defaults to 30 minutes.
 	ConnMaxLifetime time.Duration
 	// LockCheckInterval is how often a held advisory lock checks that its
-	// session is alive. Defaults to 2 s.
+	// session is alive (a ping, which times out after the interval or
+	// lockPingTimeout, whichever is longer). Defaults to 2 s.
 	LockCheckInterval time.Duration
 }
 
@@ -235,7 +236,11 @@ func (l *advisoryLock) watch(every time.Duration) {
 		case <-l.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), every)
+			// A dead session fails the ping at once; the timeout is for a
+			// hung one, and is not shorter than a loaded server's slow
+			// answer (a ping of 50 ms timed out on a busy test machine
+			// and dropped a lock that was still held).
+			ctx, cancel := context.WithTimeout(context.Background(), max(every, lockPingTimeout))
 			err := l.conn.PingContext(ctx)
 			cancel()
 			if err != nil {
@@ -245,6 +250,10 @@ func (l *advisoryLock) watch(every time.Duration) {
 		}
 	}
 }
+
+// lockPingTimeout is the shortest time a held lock's session may take to
+// answer its check before the lock counts as lost.
+const lockPingTimeout = time.Second
 
 func (l *advisoryLock) Lost() <-chan struct{} { return l.lost }
 
