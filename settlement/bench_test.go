@@ -19,7 +19,7 @@ import (
 // sub-benchmark each (pending=N). A size is seeded only when its
 // sub-benchmark is selected, so one size runs alone with
 //
-//	go test -run '^$' -bench 'BenchmarkBlock/pending=1000000$' -benchtime 200x ./settlement
+//	go test -run '^$' -bench '^BenchmarkBlock$/pending=1000000$' -benchtime 200x ./settlement
 var benchPending = []int{10_000, 100_000, 1_000_000}
 
 // BenchmarkBlock measures one settlement round per new block on
@@ -36,7 +36,7 @@ var benchPending = []int{10_000, 100_000, 1_000_000}
 // /proc, Linux only; 0 elsewhere), which the load of a shared machine
 // disturbs much less than the wall time.
 //
-//	go test -run '^$' -bench BenchmarkBlock -benchtime 200x -timeout 30m ./settlement
+//	go test -run '^$' -bench '^BenchmarkBlock$' -benchtime 200x -timeout 30m ./settlement
 func BenchmarkBlock(b *testing.B) {
 	for _, pending := range benchPending {
 		// Seeded on the first call (b.Run calls the function for N=1, then
