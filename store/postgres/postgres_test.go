@@ -20,6 +20,10 @@ func BenchmarkInsertInvoices(b *testing.B) { storetest.BenchmarkInsertInvoices(b
 
 func BenchmarkInsertBlock(b *testing.B) { storetest.BenchmarkInsertBlock(b, pgtest.New(b)) }
 
+func BenchmarkInsertBlockThreeChains(b *testing.B) {
+	storetest.BenchmarkInsertBlockThreeChains(b, pgtest.New(b))
+}
+
 // The archive keeps every column of invoices, in order, so that a later
 // migration cannot silently drop data on archiving.
 func TestSchema_InvoicesArchiveHasTheSameColumns(t *testing.T) {
