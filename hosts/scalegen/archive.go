@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/evmpay/evmpay/store/postgres"
 )
 
 // archiveBatch is what payd's archive job moves per call (hosts/payd
@@ -21,12 +19,11 @@ const archiveBatch = 1000
 // p50/p99 before and during. Reads draw invoices above the archived month
 // only: an archived invoice is no longer served.
 func runArchive(ctx context.Context, dbURL, keyfile string, before time.Duration) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	env, err := newLoadEnv(ctx, st, keyfile)
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 	"github.com/evmpay/evmpay/hosts/dashboard"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
-	"github.com/evmpay/evmpay/store/postgres"
 	"github.com/evmpay/evmpay/webhook"
 )
 
@@ -29,12 +28,11 @@ import (
 // requests per page: the overview, the invoice list and its filters, and
 // searches by deposit address, transaction hash and order id.
 func runDashboardLoad(ctx context.Context, dbURL string, n int) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}

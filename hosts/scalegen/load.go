@@ -32,12 +32,11 @@ const mnemonic = "test test test test test test test test test test test junk"
 // database (in this process, over loopback HTTP) and measures p50/p99 of
 // n sequential requests per case.
 func runLoad(ctx context.Context, dbURL, keyfile string, n int) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	env, err := newLoadEnv(ctx, st, keyfile)
 	if err != nil {
 		return err
@@ -324,12 +323,11 @@ func addrTxs(i int, before int64) string {
 }
 
 func runExplain(ctx context.Context, dbURL string) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	for _, e := range explains {
 		rows, err := st.DB().QueryContext(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+e.sql)
 		if err != nil {
@@ -361,12 +359,11 @@ func runExplain(ctx context.Context, dbURL string) error {
 // migration took and the longest single write to each table meanwhile: a
 // migration that locks a table shows as a write as long as the lock.
 func runMigrate(ctx context.Context, dbURL string) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	if _, err := sizesIn(ctx, st); err != nil {
 		return err
 	}

@@ -52,6 +52,16 @@ var secretKey = []byte("scalegen: not a secret, test data")
 
 const chainID = 1337
 
+// openStore opens the database at dbURL bound to the generated chain
+// (store.Store.Chain); closing it closes the pool.
+func openStore(ctx context.Context, dbURL string) (*postgres.Store, error) {
+	st, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return st.Chain(chainID).(*postgres.Store), nil
+}
+
 func main() {
 	dbURL := flag.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (loopback only)")
 	scale := flag.Float64("scale", 1, "fraction of a year of data to generate (1 = 10 M invoices)")
@@ -140,12 +150,11 @@ const year = 365 * 24 * time.Hour
 
 func generate(ctx context.Context, dbURL string, scale float64, keyfile string, resume bool) error {
 	sz := sizesAt(scale)
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
@@ -440,12 +449,11 @@ func copyRows(ctx context.Context, db *sql.DB, table string, cols []string, n in
 // runSweeps adds the sweep history to a database generated before the
 // generator wrote it.
 func runSweeps(ctx context.Context, dbURL string) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	t := time.Now()
 	if err := fillSweeps(ctx, st.DB().DB); err != nil {
 		return err

@@ -27,12 +27,11 @@ const oneEth = 1_000_000_000_000_000_000
 // pass — after 12 blocks, paying invoices confirm per block too — and the
 // expiry pass). Writing the block is not timed: the indexer does it.
 func runSettle(ctx context.Context, dbURL string, blocks, perBlock, paying int) error {
-	db0, err := postgres.Open(ctx, dbURL, postgres.Config{})
+	st, err := openStore(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer db0.Close()
-	st := db0.Chain(chainID).(*postgres.Store)
+	defer st.Close()
 	sz, err := sizesIn(ctx, st)
 	if err != nil {
 		return err
