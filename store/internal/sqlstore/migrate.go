@@ -79,20 +79,27 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 		applied_at TIMESTAMP NOT NULL)`); err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var applied []int
+	var (
+		applied      []int
+		defaultChain string // read once, by the first pending migration that names it
+	)
 	for _, m := range ms {
 		if strings.Contains(m.SQL, defaultChainToken) {
-			if done, err := s.applied(ctx, m.Version); err != nil || done {
-				if err != nil {
-					return applied, fmt.Errorf("migration %s: %w", m.Name, err)
-				}
-				continue
-			}
-			c, err := s.defaultChain(ctx)
+			done, err := s.applied(ctx, s.q, m.Version)
 			if err != nil {
 				return applied, fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			m.SQL = strings.ReplaceAll(m.SQL, defaultChainToken, strconv.FormatInt(c, 10))
+			if done {
+				continue
+			}
+			if defaultChain == "" {
+				c, err := s.defaultChain(ctx)
+				if err != nil {
+					return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+				}
+				defaultChain = strconv.FormatInt(c, 10)
+			}
+			m.SQL = strings.ReplaceAll(m.SQL, defaultChainToken, defaultChain)
 		}
 		if m.NoTx {
 			done, err := s.migrateNoTx(ctx, m)
@@ -111,12 +118,8 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 					return err
 				}
 			}
-			var n int
-			if err := t.get(ctx, &n, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version); err != nil {
+			if done, err := t.applied(ctx, t.q, m.Version); err != nil || done {
 				return err
-			}
-			if n > 0 {
-				return nil
 			}
 			if _, err := t.q.ExecContext(ctx, m.SQL); err != nil {
 				return t.wrap(err)
@@ -138,16 +141,17 @@ func (s *Store) Migrate(ctx context.Context, ms []Migration, lockSQL string) ([]
 	return applied, nil
 }
 
-// applied reports whether version is recorded in schema_migrations.
-func (s *Store) applied(ctx context.Context, version int) (bool, error) {
+// applied reports whether version is recorded in schema_migrations, read
+// through q (the store, a transaction, or a migration's connection).
+func (s *Store) applied(ctx context.Context, q sqlx.QueryerContext, version int) (bool, error) {
 	var n int
-	err := s.get(ctx, &n, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version)
-	return n > 0, err
+	err := sqlx.GetContext(ctx, q, &n, s.qc.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version)
+	return n > 0, s.wrap(err)
 }
 
 // defaultChainToken, in a migration's text, stands for the chain that the
-// rows of a one-chain database belong to (migration 0190 makes the chain
-// part of every index row's key).
+// rows of a one-chain database belong to (migrations 0190–0192 make the
+// chain part of every chain-derived row).
 const defaultChainToken = "{{DEFAULT_CHAIN_ID}}"
 
 // defaultChain returns the chain a one-chain database holds: the recorded
@@ -199,12 +203,8 @@ func (s *Store) migrateNoTx(ctx context.Context, m Migration) (bool, error) {
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7042017)`)
 	}
-	var n int
-	if err := conn.GetContext(ctx, &n, s.qc.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.Version); err != nil {
-		return false, s.wrap(err)
-	}
-	if n > 0 {
-		return false, nil
+	if done, err := s.applied(ctx, conn, m.Version); err != nil || done {
+		return false, err
 	}
 	for _, stmt := range strings.Split(m.SQL, ";\n") {
 		if strings.TrimSpace(stripComments(stmt)) == "" {
