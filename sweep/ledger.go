@@ -189,17 +189,17 @@ func (s *Sweeper) registerWallets(ctx context.Context, p *pass) error {
 		return err
 	}
 	for _, w := range ws {
+		// A wallet is new, or recorded (by this chain's sweep or
+		// another's) and opened on this chain already, or recorded but
+		// not opened here: opened below, with its opening balance here.
 		have, err := s.st.GetServiceWallet(ctx, w.Address)
-		if err == nil {
+		switch {
+		case err == nil && (!started || have.LedgerFromBlock != nil):
 			if err := s.st.RegisterServiceWallet(ctx, w); err != nil {
 				return err // recorded already: the same role, or a conflict to report
 			}
-			if !started || have.LedgerFromBlock != nil {
-				continue // opened on this chain, or the ledger's start opens it
-			}
-			// Recorded by another chain's sweep: opened on this chain
-			// below, with its opening balance here.
-		} else if !errors.Is(err, store.ErrNotFound) {
+			continue // opened on this chain, or the ledger's start opens it
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 		var opening []store.LedgerEntry
