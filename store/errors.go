@@ -18,9 +18,11 @@ var (
 	ErrInvariant = errors.New("refused by a database invariant")
 	// ErrUnavailable: the database cannot be reached or cannot write.
 	ErrUnavailable = errors.New("database unavailable")
-	// ErrNoChain: a chain-scoped method (blocks, transactions, token
-	// transfers, cursors, the chain's identity and finality) was called on
-	// a store not bound to a chain: call Store.Chain(id) first.
+	// ErrNoChain: a chain-scoped method (the index, cursors, the chain's
+	// identity and finality, settlement's and the sweep's invoice lists,
+	// sweep transactions, nonces, outbound claims, the ledger's chain
+	// records; docs/chains.md) was called on a store not bound to a chain:
+	// call Store.Chain(id) first.
 	ErrNoChain = errors.New("store not bound to a chain: call Chain(chainID) first")
 	// ErrOtherChain: a record names another chain than the one the store
 	// is bound to (a node of another chain offered its identity).

@@ -53,8 +53,8 @@ type Store struct {
 	d  *Dialect
 	qc *queryCache
 	// chain is the EIP-155 chain id that the chain-scoped methods read
-	// and write (blocks, transactions, token transfers, cursors, …); 0
-	// until OnChain binds one, and those methods refuse.
+	// and write (store.Store.Chain); 0 until OnChain binds one, and those
+	// methods refuse.
 	chain int64
 }
 
