@@ -98,7 +98,9 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 
 // Chain implements store.Store: a handle on the same pool whose
 // chain-scoped records are chain id's (a *Store).
-func (s *Store) Chain(id uint64) store.Store { return &Store{Store: s.Store.OnChain(id), cfg: s.cfg} }
+func (s *Store) Chain(id uint64) store.Store {
+	return &Store{Store: sqlstore.OnChain(s.Store, id), cfg: s.cfg}
+}
 
 // withUTC makes the session time zone UTC so that times read back are UTC.
 func withUTC(url string) string {
@@ -194,7 +196,7 @@ func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
-	name = s.LockName(name) // the chain's, on a chain-bound handle
+	name = sqlstore.LockName(s.Store, name) // the chain's, on a chain-bound handle
 	key := lockKey(name)
 	var ok bool
 	if err := conn.GetContext(ctx, &ok, `SELECT pg_try_advisory_lock($1)`, key); err != nil {

@@ -107,7 +107,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 
 // Chain implements store.Store: a handle on the same file whose
 // chain-scoped records are chain id's (a *Store).
-func (s *Store) Chain(id uint64) store.Store { return &Store{Store: s.Store.OnChain(id), path: s.path} }
+func (s *Store) Chain(id uint64) store.Store {
+	return &Store{Store: sqlstore.OnChain(s.Store, id), path: s.path}
+}
 
 // Migrate is a no-op kept for symmetry with the PostgreSQL store: Open
 // already migrated.
@@ -141,7 +143,7 @@ var (
 
 // TryLock implements store.Locker within this process.
 func (s *Store) TryLock(ctx context.Context, name string) (store.Lock, error) {
-	name = s.LockName(name) // the chain's, on a chain-bound handle
+	name = sqlstore.LockName(s.Store, name) // the chain's, on a chain-bound handle
 	key := s.path + "\x00" + name
 	locksMu.Lock()
 	defer locksMu.Unlock()

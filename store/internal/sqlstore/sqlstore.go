@@ -64,8 +64,10 @@ func New(db *sqlx.DB, d *Dialect) *Store {
 }
 
 // OnChain returns a copy of s whose chain-scoped methods read and write
-// chain id's rows. The copy shares the database handle.
-func (s *Store) OnChain(id uint64) *Store {
+// chain id's rows. The copy shares the database handle. (A function, not
+// a method: sqlite.Store and postgres.Store embed *Store, and their own
+// Chain is the API.)
+func OnChain(s *Store, id uint64) *Store {
 	c := *s
 	c.chain = int64(min(id, math.MaxInt64))
 	return &c
@@ -82,11 +84,12 @@ func (s *Store) chainID() (int64, error) {
 	return s.chain, nil
 }
 
-// LockName is the name under which a named lock (store.Locker) is
-// taken: on a chain-bound handle, the chain's ("indexer@1337"), so that
-// each chain's single-runner work (its indexer, settlement, sweep) has a
-// runner of its own; on an unbound handle, name itself.
-func (s *Store) LockName(name string) string {
+// LockName is the name under which s takes a named lock (store.Locker):
+// on a chain-bound handle, the chain's ("indexer@1337"), so that each
+// chain's single-runner work (its indexer, settlement, sweep) has a runner
+// of its own; on an unbound handle, name itself. (A function for the same
+// reason as OnChain.)
+func LockName(s *Store, name string) string {
 	if s.chain <= 0 {
 		return name
 	}
