@@ -96,11 +96,11 @@ func asciiUpper(s string) string {
 
 // parseAsset reads the optional "asset" member: absent or null is the
 // native coin.
-func (s *Service) parseAsset(raw json.RawMessage) (store.Asset, *problem.Problem) {
+func (s *Service) parseAsset(c *chain, raw json.RawMessage) (store.Asset, *problem.Problem) {
 	if isNull(raw) {
-		return s.assetSet().native, nil
+		return c.assets.native, nil
 	}
-	return s.parseAssetName(raw, "asset")
+	return s.parseAssetName(c, raw, "asset")
 }
 
 // assetSet is the service's assets (the native coin only for a Service
@@ -112,10 +112,10 @@ func (s *Service) assetSet() *assetSet {
 	return s.assets
 }
 
-// parseAssetName reads one asset name, a configured symbol or token
-// address, from the member field.
-func (s *Service) parseAssetName(raw json.RawMessage, field string) (store.Asset, *problem.Problem) {
-	set := s.assetSet()
+// parseAssetName reads one asset name, a symbol or token address
+// configured on chain c, from the member field.
+func (s *Service) parseAssetName(c *chain, raw json.RawMessage, field string) (store.Asset, *problem.Problem) {
+	set := c.assets
 	var name string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &name) != nil || name == "" {
 		return store.Asset{}, problem.OfField(problem.CodeInvalidField, field,
@@ -137,7 +137,7 @@ func (s *Service) parseAssetName(raw json.RawMessage, field string) (store.Asset
 // one of "amount" (base units: a decimal integer string, as in responses),
 // "amount_formatted" (whole units with at most a.Decimals digits after the
 // point, "12.5") or, for the native coin only, "amount_wei".
-func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage) (store.Amount, *problem.Problem) {
+func (s *Service) parseAssetAmount(c *chain, a store.Asset, ms map[string]json.RawMessage) (store.Amount, *problem.Problem) {
 	given := 0
 	for _, name := range []string{"amount", "amount_formatted", "amount_wei"} {
 		if !isNull(ms[name]) {
@@ -186,7 +186,7 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 		return store.Amount{}, problem.OfField(problem.CodeInvalidAmount, name, name+" must be at most "+s.cfg.MaxAmount.String()+" wei")
 	}
 	if t := a.Token(); t != nil {
-		max, ok := s.cfg.TokenMaxAmounts[*t]
+		max, ok := c.tokenMax[*t]
 		if !ok {
 			max = MaxTokenAmount
 		}
@@ -198,17 +198,17 @@ func (s *Service) parseAssetAmount(a store.Asset, ms map[string]json.RawMessage)
 	return amt, nil
 }
 
-// paymentURI is the EIP-681 request for an invoice: a native transfer, or
-// the token's transfer(deposit, amount).
-func (s *Service) paymentURI(a store.Asset, deposit common.Address, amount store.Amount) (string, error) {
+// paymentURI is the EIP-681 request for an invoice on chain chainID: a
+// native transfer, or the token's transfer(deposit, amount).
+func paymentURI(chainID uint64, a store.Asset, deposit common.Address, amount store.Amount) (string, error) {
 	if t := a.Token(); t != nil {
-		return FormatTransferURI(TransferURI{Token: *t, ChainID: s.chainID, To: deposit, Amount: amount.Uint256()})
+		return FormatTransferURI(TransferURI{Token: *t, ChainID: chainID, To: deposit, Amount: amount.Uint256()})
 	}
-	return FormatPaymentURI(PaymentURI{Address: deposit, ChainID: s.chainID, Value: amount.Uint256()})
+	return FormatPaymentURI(PaymentURI{Address: deposit, ChainID: chainID, Value: amount.Uint256()})
 }
 
-// Assets returns the assets invoices may be for: the native coin first,
-// then the configured tokens.
+// Assets returns the assets invoices on New's chain may be for: the native
+// coin first, then the configured tokens (ChainAssets: another chain's).
 func (s *Service) Assets() []store.Asset {
 	out := make([]store.Asset, len(s.assets.list))
 	copy(out, s.assets.list)

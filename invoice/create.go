@@ -20,6 +20,7 @@ import (
 
 // invoiceRequest is a validated POST /v1/invoices body.
 type invoiceRequest struct {
+	chain       *chain       // the chain the invoice is on (chain_id)
 	asset       store.Asset  // the native coin, or a configured token
 	amount      store.Amount // base units of asset
 	expiresIn   time.Duration
@@ -213,7 +214,7 @@ func (s *Service) replay(merchantID int64, key string, rec store.IdempotencyReco
 // newInvoice is j's invoice before it has an index, an address and an id.
 func (s *Service) newInvoice(j *createJob) *store.Invoice {
 	inv := &store.Invoice{
-		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: s.chainID,
+		MerchantID: j.m.ID, Status: store.StatusPending, AmountWei: j.req.amount, ChainID: j.req.chain.id,
 		OrderID: j.req.orderID, Description: j.req.description, Metadata: j.req.metadata, RedirectURL: j.req.redirectURL,
 		LookupTokenHash: j.tokenHash, ExpiresAt: j.now.Add(j.req.expiresIn), CreatedAt: j.now, UpdatedAt: j.now,
 		SweepStatus: store.SweepNone,
@@ -366,7 +367,7 @@ func (s *Service) setAddress(inv *store.Invoice, idx uint32) error {
 	if err != nil {
 		return err
 	}
-	uri, err := s.paymentURI(inv.Asset(), addr, inv.AmountWei)
+	uri, err := paymentURI(inv.ChainID, inv.Asset(), addr, inv.AmountWei)
 	if err != nil {
 		return err
 	}

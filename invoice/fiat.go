@@ -40,7 +40,7 @@ type fiatRequest struct {
 
 // parseFiat reads "price" and "accept" (ms holds both, price not null). A
 // price excludes the asset members: the quotes decide the amounts.
-func (s *Service) parseFiat(ms map[string]json.RawMessage) (*fiatRequest, *problem.Problem) {
+func (s *Service) parseFiat(c *chain, ms map[string]json.RawMessage) (*fiatRequest, *problem.Problem) {
 	for _, name := range []string{"asset", "amount", "amount_formatted", "amount_wei"} {
 		if !isNull(ms[name]) {
 			return nil, problem.OfField(problem.CodeInvalidField, name,
@@ -85,7 +85,7 @@ func (s *Service) parseFiat(ms map[string]json.RawMessage) (*fiatRequest, *probl
 		return nil, problem.OfField(problem.CodeInvalidAmount, "price.amount", "price.amount must be greater than 0")
 	}
 	req := &fiatRequest{price: price}
-	if req.accept, perr = s.parseAccept(ms["accept"], price); perr != nil {
+	if req.accept, perr = s.parseAccept(c, ms["accept"], price); perr != nil {
 		return nil, perr
 	}
 	return req, nil
@@ -94,8 +94,8 @@ func (s *Service) parseFiat(ms map[string]json.RawMessage) (*fiatRequest, *probl
 // parseAccept reads "accept": the assets the payer may pay in, by symbol
 // or token address. Absent, it is every asset of the service that the
 // Pricer prices (Config.Assets: the native coin first, then the tokens).
-func (s *Service) parseAccept(raw json.RawMessage, price store.Fiat) ([]store.Asset, *problem.Problem) {
-	set := s.assets
+func (s *Service) parseAccept(c *chain, raw json.RawMessage, price store.Fiat) ([]store.Asset, *problem.Problem) {
+	set := c.assets
 	check := func(a store.Asset, field string) *problem.Problem {
 		err := s.cfg.Pricer.Check(price, a)
 		switch {
@@ -133,7 +133,7 @@ func (s *Service) parseAccept(raw json.RawMessage, price store.Fiat) ([]store.As
 	var out []store.Asset
 	for i, n := range names {
 		field := "accept[" + strconv.Itoa(i) + "]"
-		a, perr := s.parseAssetName(n, field)
+		a, perr := s.parseAssetName(c, n, field)
 		if perr != nil {
 			return nil, perr
 		}
@@ -185,7 +185,7 @@ func (s *Service) withQuoteURIs(p *store.Pricing, inv *store.Invoice) (*store.Pr
 	out := *p
 	out.Quotes = append([]store.Quote(nil), p.Quotes...)
 	for i := range out.Quotes {
-		uri, err := s.paymentURI(out.Quotes[i].Asset, inv.DepositAddress, out.Quotes[i].Amount)
+		uri, err := paymentURI(inv.ChainID, out.Quotes[i].Asset, inv.DepositAddress, out.Quotes[i].Amount)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +252,7 @@ func (s *Service) publicFiatOf(inv store.Invoice, ps []store.Payment) (*publicFi
 			if err != nil {
 				return nil, err
 			}
-			uri, err := s.paymentURI(q.Asset, inv.DepositAddress, rest)
+			uri, err := paymentURI(inv.ChainID, q.Asset, inv.DepositAddress, rest)
 			if err != nil {
 				return nil, err
 			}

@@ -124,6 +124,9 @@ func checkKey(key string) *problem.Problem {
 // units), or a Price in a fiat currency that the accepted assets are
 // quoted in.
 type InvoiceParams struct {
+	// ChainID is the chain the invoice is on (one of Service.ChainIDs); 0
+	// is New's.
+	ChainID uint64
 	// Asset is the asset's symbol or token address; "" is the native coin.
 	Asset string
 	// Amount is in the asset's base units (wei for the native coin).
@@ -168,8 +171,9 @@ func (p InvoiceParams) body() ([]byte, error) {
 		Description     string          `json:"description,omitempty"`
 		Metadata        json.RawMessage `json:"metadata,omitempty"`
 		RedirectURL     string          `json:"redirect_url,omitempty"`
+		ChainID         uint64          `json:"chain_id,omitempty"`
 	}{p.Asset, p.Amount, p.AmountFormatted, p.Price, p.Accept, int64(p.ExpiresIn / time.Second), p.OrderID,
-		p.Description, p.Metadata, p.RedirectURL})
+		p.Description, p.Metadata, p.RedirectURL, p.ChainID})
 }
 
 // Created is a new invoice as its creation answers it: the View with, in

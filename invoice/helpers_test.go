@@ -91,13 +91,18 @@ func newSQLite(t *testing.T) store.Store { return sqlitetest.New(t) }
 
 // bothStores runs fn against PostgreSQL and SQLite.
 func bothStores(t *testing.T, fn func(t *testing.T, e *env)) {
+	bothStoresWith(t, func(*invoice.Config) {}, fn)
+}
+
+// bothStoresWith is bothStores with opt applied to the Config.
+func bothStoresWith(t *testing.T, opt func(*invoice.Config), fn func(t *testing.T, e *env)) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		fn(t, newEnv(t))
+		fn(t, newEnv(t, opt))
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		fn(t, newEnvOn(t, newSQLite(t)))
+		fn(t, newEnvOn(t, newSQLite(t), opt))
 	})
 }
 

@@ -392,7 +392,7 @@ func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]View, erro
 	}
 	for i, inv := range invs {
 		if ps := byInvoice[inv.ID]; len(ps) > 0 {
-			out[i].Payments = api.NewPayments(inv, ps, s.assetSet().list...)
+			out[i].Payments = api.NewPayments(inv, ps, s.chainOf(inv.ChainID).assets.list...)
 		}
 	}
 	return out, nil
@@ -881,9 +881,11 @@ func (s *Service) remainingInAsset(inv store.Invoice) (store.Amount, string, err
 // confirmations counts the blocks indexed on top of the block of the
 // latest of inv's payments ps, capped at the threshold. Under finality
 // "instant" and "tag" the threshold is 0 (Config.Confirmations): both
-// numbers are 0, and the status tells when the payment is final.
+// numbers are 0, and the status tells when the payment is final. The
+// blocks are counted on the invoice's chain.
 func (s *Service) confirmations(ctx context.Context, inv store.Invoice, ps []store.Payment) (int, error) {
-	need := s.cfg.Confirmations
+	c := s.chainOf(inv.ChainID)
+	need := c.confirmations
 	switch {
 	case inv.Status == store.StatusConfirmed || inv.Status == store.StatusSettled:
 		return need, nil
@@ -894,7 +896,7 @@ func (s *Service) confirmations(ctx context.Context, inv store.Invoice, ps []sto
 	for _, p := range ps {
 		last = max(last, p.BlockNumber)
 	}
-	head, err := s.st.LatestBlock(ctx)
+	head, err := c.st.LatestBlock(ctx)
 	if errors.Is(err, store.ErrNotFound) || err == nil && head.Number <= last {
 		return 0, nil
 	}
@@ -932,7 +934,7 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, publicView(inv, rest, publicPayer{
 		MerchantName: m.Name, Description: inv.Description, OrderID: inv.OrderID, RedirectURL: inv.RedirectURL,
 		RemainingPaymentURI: restURI, Underpaid: inv.Underpaid, Overpaid: inv.Overpaid, PaidLate: inv.PaidLate,
-		Confirmations: conf, ConfirmationsRequired: s.cfg.Confirmations, publicReceipt: receiptOf(inv, ps),
+		Confirmations: conf, ConfirmationsRequired: s.chainOf(inv.ChainID).confirmations, publicReceipt: receiptOf(inv, ps),
 		publicFiat: pf,
 	}))
 }

@@ -72,7 +72,8 @@ type fiatAmount struct {
 	rate string
 }
 
-// idempotent runs create in one database transaction with the
+// idempotent runs create in one database transaction, on chain c's store
+// (the outbound it records is that chain's), with the
 // Idempotency-Key's record: the merchant's row is locked first (its
 // refunds and payouts are recorded one after the other, so that limits
 // and what is left to refund count every one), the record is inserted,
@@ -84,14 +85,14 @@ type fiatAmount struct {
 // inserted: the insert's foreign key takes a share lock on it, and two
 // requests that each held that share and then asked for the row lock
 // would deadlock.)
-func (s *Service) idempotent(ctx context.Context, merchantID int64, key string, fp []byte,
+func (s *Service) idempotent(ctx context.Context, c *chain, merchantID int64, key string, fp []byte,
 	create func(tx store.Tx) (int, []byte, error)) (response, error) {
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		now := s.now()
 		rec := store.IdempotencyRecord{MerchantID: merchantID, Key: key, RequestHash: fp, Status: store.IdempotencyInFlight,
 			LockedUntil: now.Add(s.cfg.IdempotencyLease), CreatedAt: now, ExpiresAt: now.Add(s.cfg.IdempotencyTTL)}
 		var resp response
-		err := s.st.InTx(ctx, func(tx store.Tx) error {
+		err := c.st.InTx(ctx, func(tx store.Tx) error {
 			if _, err := tx.GetMerchantForUpdate(ctx, merchantID); err != nil {
 				return err
 			}
@@ -257,7 +258,7 @@ func (s *Service) gate(o *store.Outbound, policy store.PayoutPolicy) error {
 	case o.NeedsApproval && o.ApprovedAt == nil:
 		o.Status = store.OutboundAwaitingApproval
 	case o.PaidBy == store.PaidByMerchant:
-		uri, err := s.paymentURI(o.Asset(), *o.Destination, o.Amount)
+		uri, err := paymentURI(o.ChainID, o.Asset(), *o.Destination, o.Amount)
 		if err != nil {
 			return err
 		}

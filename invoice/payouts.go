@@ -34,10 +34,10 @@ func (s *Service) parsePayout(raw []byte, inBatch bool) (outboundRequest, string
 		return outboundRequest{}, "", perr
 	}
 	req := outboundRequest{kind: store.OutboundPayout, paidBy: store.PaidByService}
-	if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+	if req.asset, perr = s.parseAsset(s.homeChain(), ms["asset"]); perr != nil {
 		return req, "", perr
 	}
-	if req.amount, perr = s.parseAssetAmount(req.asset, ms); perr != nil {
+	if req.amount, perr = s.parseAssetAmount(s.homeChain(), req.asset, ms); perr != nil {
 		return req, "", perr
 	}
 	if isNull(ms["destination"]) {
@@ -71,7 +71,7 @@ func (s *Service) createPayout(ctx context.Context, p Principal, key string, fp 
 	if err := s.checkDestination(ctx, "destination", *req.dest); err != nil {
 		return response{}, err
 	}
-	return s.idempotent(ctx, p.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
+	return s.idempotent(ctx, s.homeChain(), p.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
 		o := s.newOutbound(p, req)
 		o.BatchID = batch
 		return s.recordOutbound(ctx, tx, &o)

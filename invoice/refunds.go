@@ -77,7 +77,7 @@ func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRe
 	}
 	req.asset = inv.Asset()
 	if !isNull(ms["asset"]) {
-		if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+		if req.asset, perr = s.parseAsset(s.chainOf(inv.ChainID), ms["asset"]); perr != nil {
 			return req, perr
 		}
 		req.assetNamed = true
@@ -101,7 +101,7 @@ func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRe
 		}
 		req.fiat = &f
 	case given == 1:
-		if req.amount, perr = s.parseAssetAmount(req.asset, ms); perr != nil {
+		if req.amount, perr = s.parseAssetAmount(s.chainOf(inv.ChainID), req.asset, ms); perr != nil {
 			return req, perr
 		}
 	}
@@ -201,6 +201,7 @@ func of(m map[string]*big.Int, k string) *big.Int {
 // recorded finalized block) may be refunded (a refund of a payment a reorg
 // then removes would be money the service never got).
 func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.Invoice) (receipts, error) {
+	c := s.chainOf(inv.ChainID)
 	rc := receipts{byToken: map[string]*big.Int{}, counted: map[string]*big.Int{}, late: map[string]*big.Int{}}
 	head, err := tx.LatestBlock(ctx)
 	if errors.Is(err, store.ErrNotFound) {
@@ -210,9 +211,9 @@ func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.
 		return rc, err
 	}
 	final := func(block uint64) bool {
-		return block <= head.Number && head.Number-block >= uint64(s.cfg.Confirmations)
+		return block <= head.Number && head.Number-block >= uint64(c.confirmations)
 	}
-	if s.cfg.Finality == store.FinalityTag {
+	if c.finality == store.FinalityTag {
 		fin, ok, err := tx.FinalizedBlock(ctx)
 		if err != nil {
 			return rc, err
@@ -245,12 +246,12 @@ func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.
 	return rc, nil
 }
 
-// assetOfKey is the configured asset of a tokenKey.
-func (s *Service) assetOfKey(k string) (store.Asset, bool) {
+// assetOfKey is the asset of a tokenKey configured on chain c.
+func (c *chain) assetOfKey(k string) (store.Asset, bool) {
 	if k == "" {
-		return s.assets.native, true
+		return c.assets.native, true
 	}
-	return s.assets.lookup(k)
+	return c.assets.lookup(k)
 }
 
 // refundAmount fixes a refund's asset and amount against what the invoice
@@ -320,7 +321,7 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 		}
 		return problem.OfField(problem.CodeRefundExceeds, field, fmt.Sprintf(
 			"a refund of %s %s is more than is left to refund: received (%s) %s %s, already refunded %s",
-			req.asset.Format(req.amount), req.asset.Symbol, s.finalityTerms(), req.asset.Format(amountOf(received)),
+			req.asset.Format(req.amount), req.asset.Symbol, s.chainOf(inv.ChainID).finalityTerms(), req.asset.Format(amountOf(received)),
 			req.asset.Symbol, req.asset.Format(amountOf(refunded))))
 	}
 	return nil
@@ -328,11 +329,11 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 
 // finalityTerms says what made received money count, for a refusal:
 // "with 12 confirmations"; under finality "tag", "in finalized blocks".
-func (s *Service) finalityTerms() string {
-	if s.cfg.Finality == store.FinalityTag {
+func (c *chain) finalityTerms() string {
+	if c.finality == store.FinalityTag {
 		return "in finalized blocks"
 	}
-	return fmt.Sprintf("with %d confirmations", s.cfg.Confirmations)
+	return fmt.Sprintf("with %d confirmations", c.confirmations)
 }
 
 // refundAsset settles the asset of a refund whose reason computes it when
@@ -358,7 +359,7 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 			return problem.OfField(problem.CodeNothingToRefund, "asset", fmt.Sprintf(
 				"a %s refund needs its asset: %d assets were received (and confirmed) as %s for this invoice", req.reason, len(candidates), what))
 		}
-		a, ok := s.assetOfKey(candidates[0])
+		a, ok := s.chainOf(inv.ChainID).assetOfKey(candidates[0])
 		if !ok {
 			return problem.OfField(problem.CodeUnknownAsset, "asset", "the asset paid ("+candidates[0]+") is not one this service accepts")
 		}
@@ -478,7 +479,7 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 		}
 	}
 	fp := requestFingerprint("POST", "/v1/invoices/"+strconv.FormatInt(inv.ID, 10)+"/refunds", body)
-	return s.idempotent(ctx, m.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
+	return s.idempotent(ctx, s.chainOf(inv.ChainID), m.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
 		locked, err := tx.GetInvoiceForUpdate(ctx, inv.ID)
 		if err != nil {
 			return 0, nil, err
@@ -487,7 +488,7 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 			return 0, nil, err
 		}
 		o := s.newOutbound(m, req)
-		o.InvoiceID = &inv.ID
+		o.InvoiceID, o.ChainID = &inv.ID, inv.ChainID
 		if req.fiat != nil {
 			minor := req.fiat.amount.Minor
 			o.FiatCurrency, o.FiatMinor, o.FiatRate, o.FiatRateKind = req.fiat.amount.Currency.Code, &minor, fiatRate, req.fiat.rate
@@ -499,7 +500,7 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 // newOutbound is the record of a request, before its gates.
 func (s *Service) newOutbound(p Principal, req outboundRequest) store.Outbound {
 	now := s.now()
-	o := store.Outbound{Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
+	o := store.Outbound{ChainID: s.chainID, Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
 		Amount: req.amount, Destination: req.dest, PaidBy: req.paidBy, CreatedByKey: p.KeyID, CreatedByUser: p.UserID, CreatedAt: now, UpdatedAt: now}
 	if req.kind == store.OutboundPayout {
 		o.Reason = ""

@@ -156,28 +156,31 @@ func textProblem(s string, newlines bool) string {
 // parseInvoiceRequest validates a POST /v1/invoices body.
 func (s *Service) parseInvoiceRequest(body []byte) (invoiceRequest, *problem.Problem) {
 	ms, perr := members(body, "amount_wei", "expires_in_seconds", "order_id", "description", "metadata",
-		"asset", "amount", "amount_formatted", "redirect_url", "price", "accept")
+		"asset", "amount", "amount_formatted", "redirect_url", "price", "accept", "chain_id")
 	if perr != nil {
 		return invoiceRequest{}, perr
 	}
 	req := invoiceRequest{expiresIn: s.cfg.DefaultExpiry}
+	if req.chain, perr = s.parseChain(ms["chain_id"]); perr != nil {
+		return invoiceRequest{}, perr
+	}
 	switch {
 	case !isNull(ms["price"]):
 		// Priced in a fiat currency: the quotes make the amounts.
-		if req.fiat, perr = s.parseFiat(ms); perr != nil {
+		if req.fiat, perr = s.parseFiat(req.chain, ms); perr != nil {
 			return invoiceRequest{}, perr
 		}
 	case !isNull(ms["accept"]):
 		return invoiceRequest{}, problem.OfField(problem.CodeInvalidField, "accept",
 			"accept is for an invoice with a price in a fiat currency (price); an invoice priced in an asset names it in asset")
 	default:
-		if req.asset, perr = s.parseAsset(ms["asset"]); perr != nil {
+		if req.asset, perr = s.parseAsset(req.chain, ms["asset"]); perr != nil {
 			return invoiceRequest{}, perr
 		}
 		if req.asset.IsNative() && isNull(ms["amount"]) && isNull(ms["amount_formatted"]) {
 			req.amount, perr = s.parseAmount(ms["amount_wei"]) // today's request, unchanged
 		} else {
-			req.amount, perr = s.parseAssetAmount(req.asset, ms)
+			req.amount, perr = s.parseAssetAmount(req.chain, req.asset, ms)
 		}
 		if perr != nil {
 			return invoiceRequest{}, perr

@@ -158,6 +158,10 @@ type Config struct {
 	// destinations pass the same address checks. Defaults to the zero
 	// MerchantRules: syntax checks only.
 	Merchants MerchantRules
+	// Chains are the chains besides New's on which invoices may be created
+	// (a request's "chain_id"), each with its own assets and finality.
+	// Defaults to none: New's chain only.
+	Chains []Chain
 	// ClaimURL is the claim page's absolute URL (package invoice/checkout):
 	// a refund made without a destination answers with claim_url, this URL
 	// with the claim token as its fragment. Defaults to BaseURL + "/claim".
@@ -259,10 +263,12 @@ type Service struct {
 	creds   *Credentials
 	deriver *hdwallet.Deriver
 	chainID uint64
-	cfg     Config
-	auth    *Authenticator
-	assets  *assetSet
-	addrs   *addrCache
+	// chains are the chains invoices are created on, New's first.
+	chains []*chain
+	cfg    Config
+	auth   *Authenticator
+	assets *assetSet
+	addrs  *addrCache
 	// lookups counts failed lookup-token reads per client address.
 	lookups *lookupLimiter
 	batcher *batcher
@@ -288,10 +294,13 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 		return nil, errors.New("invoice: chain id must not be zero")
 	}
 	// A store that holds several chains (store.Store does) is bound to
-	// chainID: the public read and the refunds read this chain's index.
-	if b, ok := st.(interface{ Chain(uint64) store.Store }); ok {
-		st = b.Chain(chainID)
+	// each: an invoice's public read and its refunds read its chain's
+	// index.
+	chains, err := newChains(st, chainID, cfg)
+	if err != nil {
+		return nil, err
 	}
+	st = chains[0].st
 	auth, err := NewAuthenticator(st, creds, cfg.Auth)
 	if err != nil {
 		return nil, err
@@ -300,11 +309,7 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if err != nil {
 		return nil, err
 	}
-	assets, err := newAssetSet(cfg.Assets)
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, cfg: cfg, assets: assets,
+	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, chains: chains, cfg: cfg, assets: chains[0].assets,
 		lookups: newLookupLimiter(cfg.PublicLookups),
 		auth:    auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
 	s.batcher = newBatcher(s, cfg.CreateBatchSize)

@@ -28,6 +28,7 @@ const (
 	CodeUnsafeJSON          = "unsafe_json"          // valid JSON that common parsers break on
 	CodeInvalidLogo         = "invalid_logo"         // a merchant logo that is not a PNG, JPEG or WebP within the size limit
 	CodeUnknownAsset        = "unknown_asset"        // an asset the service does not accept
+	CodeUnknownChain        = "unknown_chain"        // a chain the service creates no invoice on
 	CodeUnsupportedCurrency = "unsupported_currency" // a price in a currency the service does not quote (or no fiat pricing at all)
 	CodeUnknownParameter    = "unknown_parameter"    // a query parameter the endpoint does not take
 	CodeInvalidParameter    = "invalid_parameter"    // a query parameter's value is not acceptable
@@ -81,8 +82,8 @@ var statuses = map[string]int{
 	CodeInvalidField: http.StatusBadRequest, CodeInvalidAmount: http.StatusBadRequest,
 	CodeInvalidAddress: http.StatusBadRequest, CodeUnsafeJSON: http.StatusBadRequest,
 	CodeUnknownAsset: http.StatusBadRequest, CodeUnknownParameter: http.StatusBadRequest,
-	CodeUnsupportedCurrency: http.StatusBadRequest,
-	CodeInvalidParameter:    http.StatusBadRequest, CodeInvalidCursor: http.StatusBadRequest,
+	CodeUnsupportedCurrency: http.StatusBadRequest, CodeUnknownChain: http.StatusBadRequest,
+	CodeInvalidParameter: http.StatusBadRequest, CodeInvalidCursor: http.StatusBadRequest,
 	CodeInvalidQuery: http.StatusBadRequest, CodeInvalidRequest: http.StatusBadRequest,
 	CodeKeyMissing: http.StatusBadRequest, CodeKeyInvalid: http.StatusBadRequest,
 	CodeInvalidBlockID: http.StatusBadRequest, CodeInvalidHash: http.StatusBadRequest,

@@ -1,0 +1,135 @@
+package invoice_test
+
+import (
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
+)
+
+// otherChain is a second chain the services of these tests create
+// invoices on: its own native coin, USDC (configured there only), three
+// confirmations.
+const otherChain = 9000
+
+func withOtherChain(c *invoice.Config) {
+	c.Chains = []invoice.Chain{{ID: otherChain, Confirmations: 3, Assets: []store.Asset{
+		store.NativeAsset("TEST"), {Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}}
+}
+
+// blocksOn indexes blocks up to head on chain id (from the chain's next).
+func (e *env) blocksOn(id uint64, head uint64) {
+	e.t.Helper()
+	st := e.st.Chain(id)
+	from := uint64(0)
+	if latest, err := st.LatestBlock(ctx); err == nil {
+		from = latest.Number + 1
+	}
+	var bs []store.Block
+	for n := from; n <= head; n++ {
+		bs = append(bs, store.Block{Number: n, Hash: common.BigToHash(new(big.Int).SetUint64(n + id)), Timestamp: 1_800_000_000 + n,
+			IndexedAt: e.clock.Now()})
+	}
+	require.NoError(e.t, st.InsertBlocks(ctx, bs, nil))
+}
+
+// An invoice names its chain in chain_id: its payment URI carries it, its
+// assets are that chain's, and a chain the service does not serve (or a
+// malformed id) is refused with nothing written.
+func TestCreate_ChainID_TheInvoiceIsOnTheNamedChain(t *testing.T) {
+	t.Parallel()
+	bothStoresWith(t, withOtherChain, func(t *testing.T, e *env) {
+		m := e.newMerchant()
+		require.Equal(t, []uint64{chainID, otherChain}, e.svc.ChainIDs())
+
+		home := e.mustCreate(m.APIKey, "h", `{"amount_wei":"1000"}`)
+		require.EqualValues(t, chainID, home.ChainID)
+		require.Equal(t, "ethereum:"+home.DepositAddress.Hex()+"@1337?value=1000", home.PaymentURI)
+
+		other := e.createInvoice(m.APIKey, "o", `{"chain_id":9000,"asset":"USDC","amount_formatted":"2.5"}`)
+		require.Equal(t, http.StatusCreated, other.Status, "%s", other.Body)
+		body := other.json(t)
+		require.EqualValues(t, otherChain, body["chain_id"])
+		deposit := common.HexToAddress(body["deposit_address"].(string))
+		require.Equal(t, "ethereum:"+usdcAddr.Hex()+"@9000/transfer?address="+deposit.Hex()+"&uint256=2500000", body["payment_uri"])
+		require.NotEqual(t, home.DepositAddress, deposit, "every invoice has its own address, whatever its chain")
+
+		native := e.mustCreate(m.APIKey, "n", `{"chain_id":"9000","amount_wei":"7"}`)
+		require.EqualValues(t, otherChain, native.ChainID)
+		require.True(t, strings.HasSuffix(native.PaymentURI, "@9000?value=7"), native.PaymentURI)
+		inv, err := e.st.GetInvoice(ctx, native.ID)
+		require.NoError(t, err)
+		require.Equal(t, "TEST", inv.AssetSymbol, "the chain's own native coin")
+
+		// USDC is configured on 9000 only.
+		requireProblem(t, e.createInvoice(m.APIKey, "u", `{"asset":"USDC","amount":"1"}`), http.StatusBadRequest, "unknown_asset", "asset")
+		requireProblem(t, e.createInvoice(m.APIKey, "c1", `{"chain_id":1,"amount_wei":"1"}`), http.StatusBadRequest, "unknown_chain", "chain_id")
+		for i, bad := range []string{`0`, `-1`, `1.5`, `"abc"`, `"09000"`, `1e3`, `true`, `18446744073709551616`} {
+			res := e.createInvoice(m.APIKey, fmt.Sprintf("bad-%d", i), `{"chain_id":`+bad+`,"amount_wei":"1"}`)
+			requireProblem(t, res, http.StatusBadRequest, "invalid_field", "chain_id")
+		}
+		list, err := e.st.ListInvoices(ctx, store.InvoiceFilter{MerchantID: m.ID, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, list, 3, "nothing written by a refused request")
+	})
+}
+
+// The public read counts an invoice's confirmations on its own chain, with
+// its chain's threshold; a refund of it needs its chain's confirmations and
+// is recorded on its chain (the engine of that chain sends it).
+func TestChainID_ConfirmationsAndRefundsOnTheInvoicesChain(t *testing.T) {
+	t.Parallel()
+	bothStoresWith(t, withOtherChain, func(t *testing.T, e *env) {
+		m := e.newMerchant()
+		inv := e.mustCreate(m.APIKey, "o", `{"chain_id":9000,"amount_wei":"1000000000000000000"}`)
+		p := store.Payment{InvoiceID: inv.ID, TxHash: common.HexToHash("0xaa"), LogIndex: store.NativeLogIndex, BlockNumber: 10,
+			BlockHash: common.Hash{1}, From: payer, AmountWei: store.MustParseAmount("1000000000000000000"), CreatedAt: e.clock.Now()}
+		require.NoError(t, e.st.Chain(otherChain).InsertPayment(ctx, &p))
+		stored, err := e.st.GetInvoice(ctx, inv.ID)
+		require.NoError(t, err)
+		paidAt := e.clock.Now()
+		stored.PaidWei, stored.Status, stored.PaidAt = p.AmountWei, store.StatusPaid, &paidAt
+		require.NoError(t, e.st.UpdateInvoice(ctx, &stored))
+		e.chainAt(40)              // New's chain is far ahead: not this invoice's
+		e.blocksOn(otherChain, 11) // one block on top on its own chain
+
+		pub := e.do("GET", "/v1/public/invoice", inv.LookupToken, "").json(t)
+		require.EqualValues(t, 1, pub["confirmations"])
+		require.EqualValues(t, 3, pub["confirmations_required"])
+
+		one := `{"amount":"1","destination":"` + payer.Hex() + `"}`
+		res := e.refund(m.APIKey, inv.ID, "r1", one)
+		requireProblem(t, res, http.StatusUnprocessableEntity, "refund_exceeds_received", "amount")
+		require.Contains(t, res.json(t)["detail"], "with 3 confirmations")
+
+		e.blocksOn(otherChain, 13)
+		ok := e.refund(m.APIKey, inv.ID, "r2", one)
+		require.Equal(t, http.StatusCreated, ok.Status, "%s", ok.Body)
+		o, err := e.st.GetOutbound(ctx, int64(ok.json(t)["id"].(float64)))
+		require.NoError(t, err)
+		require.EqualValues(t, otherChain, o.ChainID, "the refund is sent on the invoice's chain")
+		require.Equal(t, "TEST", o.AssetSymbol)
+	})
+}
+
+// A Chains entry New cannot use is refused with what is wrong.
+func TestNew_Chains_Refused(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, newSQLite(t))
+	for name, c := range map[string]invoice.Chain{
+		"chain id must not be zero": {},
+		"chain 1337 given twice":    {ID: chainID},
+		"takes no confirmations":    {ID: 5, Finality: store.FinalityInstant, Confirmations: 2},
+		`symbol "usdc" given twice`: {ID: 5, Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}, {Symbol: "usdc", Address: &common.Address{9}, Decimals: 6}}},
+	} {
+		_, err := invoice.New(e.st, e.creds, testDeriver(t), chainID, invoice.Config{Chains: []invoice.Chain{c}})
+		require.ErrorContains(t, err, name)
+	}
+}
