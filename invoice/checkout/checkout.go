@@ -67,6 +67,14 @@ type Config struct {
 	// "https://explorer.example/address/{address}": the token contract
 	// links to it. Defaults to "" (no link).
 	ExplorerAddressURL string
+	// Networks describes each chain the deployment serves (an invoice's
+	// chain_id, a quote's or a payment's): its name, native coin, public
+	// RPC URL and explorer, used by the page for whichever chain is being
+	// paid. ChainID must be non-zero and unique. ChainName, NativeSymbol,
+	// NativeDecimals, RPCURL, ExplorerTxURL and ExplorerAddressURL above
+	// describe every chain not listed. Defaults to none: every chain is
+	// described by those fields.
+	Networks []Network
 	// RedirectAfter is how long the page shows the payer's final state
 	// (payment confirmed) before it sends the payer to the invoice's
 	// redirect_url; the page says so and offers to stay. Defaults to 10
@@ -78,7 +86,86 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Network is the page's view of one chain: what it shows of the chain and
+// what it tells a browser wallet that does not know it (EIP-3085
+// wallet_addEthereumChain). Its native coin has 18 decimals, as every EVM
+// chain's does over JSON-RPC (docs/chains.md, "The native coin").
+type Network struct {
+	// ChainID is the chain's EIP-155 id. Required: non-zero, and listed
+	// once.
+	ChainID uint64
+	// Name names the chain on the page, in the network picker and in the
+	// wallet's "add network" request (chainName). Defaults to "" (the page
+	// says "Chain id <id>", the wallet is offered "Chain <id>").
+	Name string
+	// NativeSymbol is the symbol of the chain's native coin (the local evmd
+	// chain's is "TEST"): 2 to 6 ASCII letters or digits, as EIP-3085
+	// wallets require. Defaults to "ETH".
+	NativeSymbol string
+	// RPCURL is the chain's public JSON-RPC URL offered to a wallet that
+	// does not know the chain, an absolute http(s) URL. Defaults to "" (the
+	// wallet is asked to add the chain without one). Not inherited from
+	// Config.RPCURL: that one serves another chain.
+	RPCURL string
+	// ExplorerTxURL and ExplorerAddressURL are the chain's block explorer
+	// pages of a transaction ("{tx}") and of an address ("{address}"),
+	// absolute http(s) URLs with the placeholder once, as
+	// Config.ExplorerTxURL and Config.ExplorerAddressURL. Default to ""
+	// (no links); not inherited either.
+	ExplorerTxURL, ExplorerAddressURL string
+}
+
+// symbolOK is what EIP-3085 allows as nativeCurrency.symbol: 2 to 6
+// characters, here ASCII letters or digits.
+func symbolOK(s string) bool {
+	if len(s) < 2 || len(s) > 6 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateNetworks checks every Network, naming the bad one and its
+// setting.
+func validateNetworks(ns []Network) error {
+	seen := map[uint64]bool{}
+	for i, n := range ns {
+		where := fmt.Sprintf("checkout: Networks[%d] (chain %d)", i, n.ChainID)
+		switch {
+		case n.ChainID == 0:
+			return fmt.Errorf("checkout: Networks[%d] (%q): ChainID is required", i, n.Name)
+		case seen[n.ChainID]:
+			return fmt.Errorf("%s: ChainID listed twice", where)
+		case !symbolOK(n.NativeSymbol):
+			return fmt.Errorf("%s: NativeSymbol %q must be 2 to 6 ASCII letters or digits (EIP-3085 wallets refuse others)", where, n.NativeSymbol)
+		case strings.ContainsFunc(n.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) || len(n.Name) > 64:
+			return fmt.Errorf("%s: Name must be at most 64 bytes without control characters", where)
+		}
+		seen[n.ChainID] = true
+		if n.RPCURL != "" {
+			if u, err := url.Parse(n.RPCURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%s: RPCURL must be an absolute http(s) URL", where)
+			}
+		}
+		if err := checkTemplate(where+": ExplorerTxURL", n.ExplorerTxURL, "{tx}"); err != nil {
+			return err
+		}
+		if err := checkTemplate(where+": ExplorerAddressURL", n.ExplorerAddressURL, "{address}"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Config) fill() {
+	c.Networks = slices.Clone(c.Networks)
+	for i := range c.Networks {
+		c.Networks[i].NativeSymbol = cmp.Or(c.Networks[i].NativeSymbol, "ETH")
+	}
 	c.NativeSymbol = cmp.Or(c.NativeSymbol, "ETH")
 	c.NativeDecimals = cmp.Or(c.NativeDecimals, 18)
 	c.LateWindow = cmp.Or(c.LateWindow, 24*time.Hour)
@@ -104,6 +191,8 @@ type Handler struct {
 	matcher language.Matcher
 	assets  map[string]asset
 	log     *slog.Logger
+	// networks is Config.Networks as the page config holds them.
+	networks map[uint64]pageNetwork
 
 	// The claim page of a refund (claim.go).
 	claimPage  *template.Template
@@ -130,10 +219,13 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.LateWindow < 0 || cfg.PollInterval < 100*time.Millisecond {
 		return nil, errors.New("checkout: LateWindow must not be negative and PollInterval at least 100 ms")
 	}
-	if err := checkTemplate("ExplorerTxURL", cfg.ExplorerTxURL, "{tx}"); err != nil {
+	if err := validateNetworks(cfg.Networks); err != nil {
 		return nil, err
 	}
-	if err := checkTemplate("ExplorerAddressURL", cfg.ExplorerAddressURL, "{address}"); err != nil {
+	if err := checkTemplate("checkout: ExplorerTxURL", cfg.ExplorerTxURL, "{tx}"); err != nil {
+		return nil, err
+	}
+	if err := checkTemplate("checkout: ExplorerAddressURL", cfg.ExplorerAddressURL, "{address}"); err != nil {
 		return nil, err
 	}
 	for _, a := range cfg.FrameAncestors {
@@ -151,6 +243,14 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, csp: contentSecurityPolicy(cfg.FrameAncestors), page: page, langs: langs,
 		assets: map[string]asset{}, log: cfg.Logger}
+	if len(cfg.Networks) > 0 {
+		h.networks = make(map[uint64]pageNetwork, len(cfg.Networks))
+		for _, n := range cfg.Networks {
+			h.networks[n.ChainID] = pageNetwork{Name: n.Name, NativeSymbol: n.NativeSymbol, RPCURL: n.RPCURL,
+				ExplorerTx: n.ExplorerTxURL, ExplorerAddr: n.ExplorerAddressURL,
+				ExplorerBase: explorerBase(n.ExplorerTxURL, n.ExplorerAddressURL)}
+		}
+	}
 	h.order = []string{strings.ToLower(cfg.DefaultLanguage)}
 	for _, l := range h.Languages() {
 		if l != h.order[0] {
@@ -194,7 +294,7 @@ func checkTemplate(name, tpl, placeholder string) error {
 	}
 	u, err := url.Parse(strings.Replace(tpl, placeholder, "x", 1))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Count(tpl, placeholder) != 1 {
-		return fmt.Errorf("checkout: %s must be an absolute http(s) URL with %s once, e.g. https://explorer.example/…/%s", name, placeholder, placeholder)
+		return fmt.Errorf("%s must be an absolute http(s) URL with %s once, e.g. https://explorer.example/…/%s", name, placeholder, placeholder)
 	}
 	return nil
 }
@@ -332,8 +432,43 @@ type pageConfig struct {
 	LateHours      int64  `json:"late_hours"`
 	ExplorerTx     string `json:"explorer_tx,omitempty"`
 	ExplorerAddr   string `json:"explorer_address,omitempty"`
+	// ExplorerBase is the explorer's base URL offered to a wallet
+	// (blockExplorerUrls), derived from the templates.
+	ExplorerBase string `json:"explorer,omitempty"`
 	// RedirectMillis is -1 for "never automatically".
 	RedirectMillis int64 `json:"redirect_ms"`
+	// Networks holds Config.Networks by chain id; a chain not listed is
+	// described by the members above.
+	Networks map[uint64]pageNetwork `json:"networks,omitempty"`
+}
+
+// pageNetwork is one Network as the script reads it.
+type pageNetwork struct {
+	Name         string `json:"name,omitempty"`
+	NativeSymbol string `json:"native_symbol"`
+	RPCURL       string `json:"rpc_url,omitempty"`
+	ExplorerTx   string `json:"explorer_tx,omitempty"`
+	ExplorerAddr string `json:"explorer_address,omitempty"`
+	ExplorerBase string `json:"explorer,omitempty"`
+}
+
+// explorerBase is the block explorer's URL that EIP-3085 wants in
+// blockExplorerUrls, from the templates: what comes before "/tx/{tx}" or
+// "/address/{address}" (wallets append those to it), else the origin of
+// either template; "" without one.
+func explorerBase(tx, address string) string {
+	if b, ok := strings.CutSuffix(tx, "/tx/{tx}"); ok {
+		return b
+	}
+	if b, ok := strings.CutSuffix(address, "/address/{address}"); ok {
+		return b
+	}
+	for _, tpl := range []string{tx, address} {
+		if u, err := url.Parse(strings.NewReplacer("{tx}", "x", "{address}", "x").Replace(tpl)); err == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	return ""
 }
 
 type pageData struct {
@@ -368,7 +503,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, page *template.
 	cfg, _ := json.Marshal(pageConfig{ChainName: h.cfg.ChainName, NativeSymbol: h.cfg.NativeSymbol,
 		NativeDecimals: h.cfg.NativeDecimals, RPCURL: h.cfg.RPCURL,
 		PollMillis: h.cfg.PollInterval.Milliseconds(), LateHours: int64(h.cfg.LateWindow / time.Hour),
-		ExplorerTx: h.cfg.ExplorerTxURL, ExplorerAddr: h.cfg.ExplorerAddressURL, RedirectMillis: redirect})
+		ExplorerTx: h.cfg.ExplorerTxURL, ExplorerAddr: h.cfg.ExplorerAddressURL,
+		ExplorerBase: explorerBase(h.cfg.ExplorerTxURL, h.cfg.ExplorerAddressURL), RedirectMillis: redirect,
+		Networks: h.networks})
 	msgs, _ := json.Marshal(m)
 	links := make([]langLink, 0, len(catalogue))
 	for _, l := range h.Languages() {

@@ -58,16 +58,35 @@
     return f && typeof f.amount === "string" ? local(f.amount) + " " + f.currency : "";
   }
 
+  // ---- networks: the chain being paid decides the name shown, the
+  // native coin, the wallet's chain and the explorer links ----
+  // net is the page's settings of a chain: its listed network, else the
+  // top-level one (every chain not listed).
+  function net(id) {
+    const n = cfg.networks && Object.hasOwn(cfg.networks, id) ? cfg.networks[id] : null;
+    return n ? { id, name: n.name, symbol: n.native_symbol, decimals: 18, rpc: n.rpc_url, tx: n.explorer_tx, address: n.explorer_address, base: n.explorer }
+      : { id, name: cfg.chain_name, symbol: cfg.native_symbol, decimals: cfg.native_decimals, rpc: cfg.rpc_url, tx: cfg.explorer_tx, address: cfg.explorer_address, base: cfg.explorer };
+  }
+  // chainOf is the chain a quote or payment is on: its own chain_id, else the invoice's.
+  function chainOf(x, inv) {
+    return x && Number.isSafeInteger(x.chain_id) && x.chain_id > 0 ? x.chain_id : inv.chain_id;
+  }
+  // payChain is the chain being paid: the picked quote's, else the invoice's.
+  const payChain = (inv) => chainOf(quote(inv), inv);
+  // multiChain: a fiat invoice whose quotes span more than one chain.
+  const multiChain = (inv) => !!inv.price && Array.isArray(inv.quotes) && new Set(inv.quotes.map((q) => chainOf(q, inv))).size > 1;
+
   // asset describes what the payer pays in: a token when the API names
   // one (asset.address), else the chain's native coin; for a fiat invoice,
   // the quote the payer picked.
   function asset(inv) {
     const q = quote(inv);
     const a = (q ? q.asset : inv.asset) || {};
+    const n = net(payChain(inv));
     return {
       token: typeof a.address === "string" && /^0x[0-9a-fA-F]{40}$/.test(a.address) ? a.address : null,
-      symbol: a.symbol || cfg.native_symbol,
-      decimals: Number.isInteger(a.decimals) ? a.decimals : cfg.native_decimals,
+      symbol: a.symbol || n.symbol,
+      decimals: Number.isInteger(a.decimals) ? a.decimals : n.decimals,
     };
   }
 
@@ -81,13 +100,17 @@
     return { amount, paid, remaining };
   }
 
-  function networkName(inv) {
-    return cfg.chain_name ? t("network", { name: cfg.chain_name, id: inv.chain_id }) : t("network_unnamed", { id: inv.chain_id });
+  // networkName is "evmd, chain id 9000"; shortName "evmd" (the picker's).
+  function networkName(id) {
+    const n = net(id);
+    return n.name ? t("network", { name: n.name, id }) : t("network_unnamed", { id });
   }
+  const shortName = (id) => net(id).name || t("network_unnamed", { id });
 
-  // explorer fills the configured explorer URL template, or "" when none.
-  function explorer(kind, value) {
-    const tpl = kind === "tx" ? cfg.explorer_tx : cfg.explorer_address;
+  // explorer fills the explorer URL template of chain id, or "" when none.
+  function explorer(kind, value, id) {
+    const n = net(id);
+    const tpl = kind === "tx" ? n.tx : n.address;
     const ok = kind === "tx" ? /^0x[0-9a-fA-F]{64}$/ : /^0x[0-9a-fA-F]{40}$/;
     return tpl && ok.test(value) ? tpl.replace("{" + kind + "}", value) : "";
   }
@@ -243,7 +266,7 @@
     const fmt = (v) => local(formatUnits(v, as.decimals));
     const q = quote(inv);
     const args = { paid: fmt(a.paid), amount: fmt(a.amount), remaining: fmt(a.remaining), symbol: as.symbol,
-      n: inv.confirmations, required: inv.confirmations_required, hours: cfg.late_hours, network: networkName(inv) };
+      n: inv.confirmations, required: inv.confirmations_required, hours: cfg.late_hours, network: networkName(payChain(inv)) };
     if (q) {
       // The fiat invoice speaks in its currency; the crypto amount due now follows.
       Object.assign(args, { price: money(inv.price), paid: money(inv.paid_value), remaining: money(inv.remaining_value),
@@ -265,12 +288,12 @@
     renderChoice(inv, fmt, paying);
     $("row-paid").hidden = st !== "underpaid";
     setText("paid-so-far", t(q ? "of_fiat" : "of", args));
-    setText("network", networkName(inv));
+    setText("network", args.network);
     // A payer sending by hand must pick the right token: show its contract.
     $("row-token").hidden = !as.token;
     setText("token-contract", as.token || "");
     $("copy-contract").dataset.copy = as.token || "";
-    link("token-explorer", explorer("address", as.token || ""));
+    link("token-explorer", explorer("address", as.token || "", payChain(inv)));
 
     show("pay", paying);
     show("progress", st === "seen" || st === "underpaid");
@@ -287,7 +310,8 @@
       $("copy-address").dataset.copy = inv.deposit_address;
       $("pay-browser").dataset.due = (st === "underpaid" ? a.remaining : a.amount).toString();
       $("pay-browser").hidden = !wallet();
-      loadQR(uri, q ? as.token || as.symbol : "");
+      // With quotes on several chains the asset alone may be ambiguous: the chain too.
+      loadQR(uri, q ? as.token || as.symbol : "", q && multiChain(inv) ? payChain(inv) : 0);
     }
     const bar = $("conf-bar");
     bar.max = inv.confirmations_required;
@@ -355,42 +379,52 @@
 
   // renderChoice offers the accepted assets of a fiat invoice, each with
   // its exact amount due now, as radio buttons; the pick drives the rest
-  // of the page (amount, guard, URI, QR, wallet button).
+  // of the page (amount, network, guard, URI, QR, wallet button). Quotes on
+  // more than one chain each name their network ("USDC · evmd"). The list
+  // is rebuilt only when it changes, so arrow keys keep their place.
   let choiceKey = "";
   function renderChoice(inv, fmt, paying) {
     const qs = inv.price && Array.isArray(inv.quotes) ? inv.quotes : [];
     show("choice", paying && qs.length > 1);
     if (qs.length < 2) return;
+    const multi = multiChain(inv);
     const labels = qs.map((q) => {
       const a = q.asset || {};
-      const d = Number.isInteger(a.decimals) ? a.decimals : cfg.native_decimals;
-      return [a.symbol || cfg.native_symbol, local(formatUnits(big(q.remaining), d))];
+      const n = net(chainOf(q, inv));
+      const symbol = a.symbol || n.symbol;
+      const d = Number.isInteger(a.decimals) ? a.decimals : n.decimals;
+      return [multi ? t("asset_network", { symbol, network: shortName(n.id) }) : symbol, local(formatUnits(big(q.remaining), d)) + " " + symbol];
     });
-    const key = JSON.stringify(labels) + chosen;
-    if (key === choiceKey) return;
-    choiceKey = key;
+    show("choice-hint", multi);
+    if (multi) $("choice").setAttribute("aria-describedby", "choice-hint");
+    else $("choice").removeAttribute("aria-describedby");
     const box = $("choices");
-    box.replaceChildren();
-    labels.forEach(([symbol, amount], i) => {
-      const label = document.createElement("label");
-      const input = document.createElement("input");
-      input.type = "radio";
-      input.name = "asset";
-      input.value = String(i);
-      input.checked = i === chosen;
-      input.addEventListener("change", () => {
-        chosen = i;
-        choiceKey = "";
-        render();
+    const key = JSON.stringify(labels);
+    if (key !== choiceKey) {
+      choiceKey = key;
+      const focused = box.contains(document.activeElement);
+      box.replaceChildren();
+      labels.forEach(([name, amount], i) => {
+        const label = document.createElement("label");
+        const input = document.createElement("input");
+        input.type = "radio";
+        input.name = "asset";
+        input.value = String(i);
+        input.addEventListener("change", () => {
+          chosen = i;
+          render();
+        });
+        const n = document.createElement("span");
+        n.textContent = name;
+        const amt = document.createElement("span");
+        amt.className = "amt";
+        amt.textContent = amount;
+        label.append(input, n, " ", amt);
+        box.append(label);
       });
-      const name = document.createElement("span");
-      name.textContent = symbol;
-      const amt = document.createElement("span");
-      amt.className = "amt";
-      amt.textContent = amount + " " + symbol;
-      label.append(input, name, " ", amt);
-      box.append(label);
-    });
+      if (focused) box.children[Math.min(chosen, qs.length - 1)].querySelector("input").focus();
+    }
+    box.querySelectorAll("input").forEach((input, i) => (input.checked = i === Math.min(chosen, qs.length - 1)));
   }
 
   function link(id, href) {
@@ -451,6 +485,8 @@
       return pa.symbol ? { symbol: pa.symbol, decimals: pa.decimals, token: pa.address } : as;
     };
     const assets = [...new Set(payments.map((p) => JSON.stringify(paidIn(p))))].map((s) => JSON.parse(s));
+    // The networks the payments arrived on (each its own chain_id, else the invoice's), else the one being paid.
+    const nets = [...new Set(payments.length ? payments.map((p) => chainOf(p, inv)) : [payChain(inv)])].map(networkName).join("; ");
     const assetText = (x) => (x.token ? t("receipt_asset_token", { symbol: x.symbol, address: x.token }) : t("receipt_asset_native", { symbol: x.symbol }));
     const rows = q ? [
       [t("receipt_invoice"), String(inv.invoice_id)],
@@ -460,7 +496,7 @@
       [t("receipt_price"), money(inv.price)],
       [t("receipt_paid"), money(inv.paid_value)],
       [t("receipt_asset"), (assets.length ? assets : [as]).map(assetText).join("; ")],
-      [t("label_network"), networkName(inv)],
+      [t("label_network"), nets],
       [t("label_address"), inv.deposit_address],
       [t("receipt_status"), t("receipt_status_" + st)],
       [t("receipt_created"), when(inv.created_at)],
@@ -474,7 +510,7 @@
       [t("receipt_amount"), fmt(a.amount) + " " + as.symbol],
       [t("receipt_paid"), fmt(a.paid) + " " + as.symbol],
       [t("receipt_asset"), as.token ? t("receipt_asset_token", { symbol: as.symbol, address: as.token }) : t("receipt_asset_native", { symbol: as.symbol })],
-      [t("label_network"), networkName(inv)],
+      [t("label_network"), nets],
       [t("label_address"), inv.deposit_address],
       [t("receipt_status"), t("receipt_status_" + st)],
       [t("receipt_created"), when(inv.created_at)],
@@ -487,7 +523,7 @@
       return {
         hash: p.tx_hash,
         line: t("receipt_tx_line", { amount: local(formatUnits(big(p.amount), x.decimals)), symbol, block: p.block_number, time: when(p.seen_at) }),
-        href: explorer("tx", p.tx_hash),
+        href: explorer("tx", p.tx_hash, chainOf(p, inv)),
       };
     });
     const text = [t("receipt_title"), ""].concat(rows.map((r) => r[0] + ": " + r[1]),
@@ -541,12 +577,13 @@
   $("print").addEventListener("click", () => window.print());
 
   // ---- QR: the API's SVG for what is due now, shown through a blob: URL ----
-  async function loadQR(uri, pick) {
+  async function loadQR(uri, pick, chain) {
     if (uri === qrFor) return;
     qrFor = uri;
     try {
       const path = apiPath("invoice/qr.svg");
       if (pick) path.searchParams.set("asset", pick);
+      if (chain) path.searchParams.set("chain_id", String(chain));
       const res = await fetch(path, auth());
       if (!res.ok) throw new Error("HTTP " + res.status);
       const svg = await res.text();
@@ -615,8 +652,10 @@
     return t("wallet_error", { message: (e && e.message) || String(e) });
   }
 
-  async function switchChain(eth) {
-    const chainId = hex(BigInt(inv.chain_id));
+  // switchChain asks the wallet for chain id (EIP-3326) and, when it does
+  // not know it (4902), offers it (EIP-3085) with that chain's settings.
+  async function switchChain(eth, id) {
+    const chainId = hex(BigInt(id));
     try {
       await eth.request({ method: "wallet_switchEthereumChain", params: [{ chainId }] });
       return;
@@ -624,16 +663,17 @@
       const c = code(e);
       if (c !== 4902) {
         if (c === 4001) throw e;
-        throw Object.assign(new Error(t("wallet_chain", { network: networkName(inv) })), { code: "chain" });
+        throw Object.assign(new Error(t("wallet_chain", { network: networkName(id) })), { code: "chain" });
       }
     }
-    // The wallet does not know the chain: offer it, with our RPC proxy.
+    const n = net(id);
     const params = {
       chainId,
-      chainName: cfg.chain_name || "Chain " + inv.chain_id,
-      nativeCurrency: { name: cfg.native_symbol, symbol: cfg.native_symbol, decimals: cfg.native_decimals },
-      rpcUrls: cfg.rpc_url ? [cfg.rpc_url] : [],
+      chainName: n.name || "Chain " + id,
+      nativeCurrency: { name: n.symbol, symbol: n.symbol, decimals: n.decimals },
     };
+    if (n.rpc) params.rpcUrls = [n.rpc];
+    if (n.base) params.blockExplorerUrls = [n.base];
     await eth.request({ method: "wallet_addEthereumChain", params: [params] });
   }
 
@@ -646,16 +686,20 @@
     }
     const btn = $("pay-browser");
     btn.disabled = true;
+    // What to pay is fixed at the click: a pick made while the wallet asks changes nothing of it.
+    const id = payChain(inv);
+    const due = BigInt(btn.dataset.due || "0");
+    const as = asset(inv);
+    const to = inv.deposit_address;
     try {
       msg(t("wallet_confirm"));
       const accounts = await eth.request({ method: "eth_requestAccounts" });
       if (!Array.isArray(accounts) || !accounts.length) throw Object.assign(new Error(t("wallet_no_account")), { code: "account" });
-      await switchChain(eth);
-      const due = BigInt(btn.dataset.due || "0");
-      const as = asset(inv);
+      await switchChain(eth, id);
+      // chainId: a wallet that checks it refuses to send on another chain.
       const tx = as.token
-        ? { from: accounts[0], to: as.token, value: "0x0", data: transferData(inv.deposit_address, due) }
-        : { from: accounts[0], to: inv.deposit_address, value: hex(due) };
+        ? { from: accounts[0], to: as.token, value: "0x0", data: transferData(to, due), chainId: hex(BigInt(id)) }
+        : { from: accounts[0], to, value: hex(due), chainId: hex(BigInt(id)) };
       const hash = await eth.request({ method: "eth_sendTransaction", params: [tx] });
       msg(t("wallet_sent", { hash: String(hash) }));
     } catch (e) {
