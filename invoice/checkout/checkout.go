@@ -442,9 +442,10 @@ type pageConfig struct {
 	Networks map[uint64]pageNetwork `json:"networks,omitempty"`
 }
 
-// pageNetwork is one Network as the script reads it.
+// pageNetwork is one Network as the script reads it, in the members of
+// pageConfig that describe a chain.
 type pageNetwork struct {
-	Name         string `json:"name,omitempty"`
+	Name         string `json:"chain_name,omitempty"`
 	NativeSymbol string `json:"native_symbol"`
 	RPCURL       string `json:"rpc_url,omitempty"`
 	ExplorerTx   string `json:"explorer_tx,omitempty"`

@@ -86,11 +86,13 @@ func TestCheckout_FrameAncestors_Configurable(t *testing.T) {
 
 // TestCheckout_PageAndAssets_UnderFiftyKB measures what a payer's browser
 // loads from the page itself (page, icon, script, style), in the language
-// with the longest messages.
+// with the longest messages, for a deployment with two more networks.
 func TestCheckout_PageAndAssets_UnderFiftyKB(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, checkout.Config{ExplorerTxURL: "https://explorer.example/tx/{tx}",
-		ExplorerAddressURL: "https://explorer.example/address/{address}"})
+		ExplorerAddressURL: "https://explorer.example/address/{address}",
+		Networks: []checkout.Network{evmd, {ChainID: 8453, Name: "Base", RPCURL: "https://mainnet.base.org",
+			ExplorerTxURL: "https://basescan.org/tx/{tx}", ExplorerAddressURL: "https://basescan.org/address/{address}"}}})
 	h, err := checkout.New(checkout.Config{})
 	require.NoError(t, err)
 	largest := 0

@@ -62,7 +62,7 @@ func TestCheckout_Networks_HandedToTheScriptByChainID(t *testing.T) {
 	require.Equal(t, "ETH", cfg["native_symbol"])
 	require.Equal(t, "http://127.0.0.1:8545", cfg["rpc_url"])
 	require.Equal(t, map[string]any{
-		"9000": map[string]any{"name": "evmd", "native_symbol": "TEST", "rpc_url": "https://rpc.evmd.example/",
+		"9000": map[string]any{"chain_name": "evmd", "native_symbol": "TEST", "rpc_url": "https://rpc.evmd.example/",
 			"explorer_tx": "https://explorer.evmd.example/tx/{tx}", "explorer_address": "https://explorer.evmd.example/address/{address}",
 			"explorer": "https://explorer.evmd.example"},
 		"5": map[string]any{"native_symbol": "ETH", "explorer_address": "https://scan.example/a/{address}?tab=1",

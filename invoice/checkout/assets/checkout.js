@@ -58,15 +58,10 @@
     return f && typeof f.amount === "string" ? local(f.amount) + " " + f.currency : "";
   }
 
-  // ---- networks: the chain being paid decides the name shown, the
-  // native coin, the wallet's chain and the explorer links ----
-  // net is the page's settings of a chain: its listed network, else the
-  // top-level one (every chain not listed).
-  function net(id) {
-    const n = cfg.networks && Object.hasOwn(cfg.networks, id) ? cfg.networks[id] : null;
-    return n ? { id, name: n.name, symbol: n.native_symbol, decimals: 18, rpc: n.rpc_url, tx: n.explorer_tx, address: n.explorer_address, base: n.explorer }
-      : { id, name: cfg.chain_name, symbol: cfg.native_symbol, decimals: cfg.native_decimals, rpc: cfg.rpc_url, tx: cfg.explorer_tx, address: cfg.explorer_address, base: cfg.explorer };
-  }
+  // ---- networks: the chain being paid decides the name, the native coin,
+  // the wallet's chain and the explorer links ----
+  // net is the settings of chain id: its listed network (nothing inherited), else the top-level ones.
+  const net = (id) => (cfg.networks && Object.hasOwn(cfg.networks, id) ? { native_decimals: 18, ...cfg.networks[id] } : cfg);
   // chainOf is the chain a quote or payment is on: its own chain_id, else the invoice's.
   function chainOf(x, inv) {
     return x && Number.isSafeInteger(x.chain_id) && x.chain_id > 0 ? x.chain_id : inv.chain_id;
@@ -85,8 +80,8 @@
     const n = net(payChain(inv));
     return {
       token: typeof a.address === "string" && /^0x[0-9a-fA-F]{40}$/.test(a.address) ? a.address : null,
-      symbol: a.symbol || n.symbol,
-      decimals: Number.isInteger(a.decimals) ? a.decimals : n.decimals,
+      symbol: a.symbol || n.native_symbol,
+      decimals: Number.isInteger(a.decimals) ? a.decimals : n.native_decimals,
     };
   }
 
@@ -102,15 +97,14 @@
 
   // networkName is "evmd, chain id 9000"; shortName "evmd" (the picker's).
   function networkName(id) {
-    const n = net(id);
-    return n.name ? t("network", { name: n.name, id }) : t("network_unnamed", { id });
+    const name = net(id).chain_name;
+    return name ? t("network", { name, id }) : t("network_unnamed", { id });
   }
-  const shortName = (id) => net(id).name || t("network_unnamed", { id });
+  const shortName = (id) => net(id).chain_name || t("network_unnamed", { id });
 
   // explorer fills the explorer URL template of chain id, or "" when none.
   function explorer(kind, value, id) {
-    const n = net(id);
-    const tpl = kind === "tx" ? n.tx : n.address;
+    const tpl = net(id)["explorer_" + kind];
     const ok = kind === "tx" ? /^0x[0-9a-fA-F]{64}$/ : /^0x[0-9a-fA-F]{40}$/;
     return tpl && ok.test(value) ? tpl.replace("{" + kind + "}", value) : "";
   }
@@ -390,11 +384,13 @@
     const multi = multiChain(inv);
     const labels = qs.map((q) => {
       const a = q.asset || {};
-      const n = net(chainOf(q, inv));
-      const symbol = a.symbol || n.symbol;
-      const d = Number.isInteger(a.decimals) ? a.decimals : n.decimals;
-      return [multi ? t("asset_network", { symbol, network: shortName(n.id) }) : symbol, local(formatUnits(big(q.remaining), d)) + " " + symbol];
+      const id = chainOf(q, inv);
+      const n = net(id);
+      const symbol = a.symbol || n.native_symbol;
+      const d = Number.isInteger(a.decimals) ? a.decimals : n.native_decimals;
+      return [multi ? t("asset_network", { symbol, network: shortName(id) }) : symbol, local(formatUnits(big(q.remaining), d)) + " " + symbol];
     });
+    setText("choice-hint", multi ? t("choice_networks") : "");
     show("choice-hint", multi);
     if (multi) $("choice").setAttribute("aria-describedby", "choice-hint");
     else $("choice").removeAttribute("aria-describedby");
@@ -669,11 +665,11 @@
     const n = net(id);
     const params = {
       chainId,
-      chainName: n.name || "Chain " + id,
-      nativeCurrency: { name: n.symbol, symbol: n.symbol, decimals: n.decimals },
+      chainName: n.chain_name || "Chain " + id,
+      nativeCurrency: { name: n.native_symbol, symbol: n.native_symbol, decimals: n.native_decimals },
     };
-    if (n.rpc) params.rpcUrls = [n.rpc];
-    if (n.base) params.blockExplorerUrls = [n.base];
+    if (n.rpc_url) params.rpcUrls = [n.rpc_url];
+    if (n.explorer) params.blockExplorerUrls = [n.explorer];
     await eth.request({ method: "wallet_addEthereumChain", params: [params] });
   }
 
