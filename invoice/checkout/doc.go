@@ -15,6 +15,11 @@
 // Numbers follow the payer's locale; the merchant's logo and accent colour
 // come from the service itself.
 //
+// A deployment on several chains lists them in Config.Networks (name,
+// native coin, public RPC URL, explorers per chain id): the page uses the
+// network of the chain being paid — the picked quote's for a fiat invoice,
+// else the invoice's — for what it shows and what it asks the wallet.
+//
 // Every answer carries a strict Content-Security-Policy (no inline
 // script, default-src 'self'), Referrer-Policy: no-referrer and
 // X-Content-Type-Options: nosniff. Messages live in messages/<lang>.json
