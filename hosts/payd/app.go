@@ -29,7 +29,6 @@ import (
 	"github.com/evmpay/evmpay/invoice/pricing"
 	"github.com/evmpay/evmpay/rpcproxy"
 	"github.com/evmpay/evmpay/rpcproxy/nodes"
-	"github.com/evmpay/evmpay/settlement"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/httpapi"
 	"github.com/evmpay/evmpay/sweep"
@@ -162,14 +161,25 @@ type appConfig struct {
 	// pricing configures fiat pricing (PRICING_*; payd dev: the dev rate
 	// table); the zero value turns it off.
 	pricing pricingConfig
+	// chains are the chains besides the first (CHAINS_FILE): each has its
+	// own nodes, identity guard, indexer, settlement and sweep, and the API
+	// creates invoices on each (docs/chains.md).
+	chains []chainSpec
+	// onlyChains, when set (--chains), limits the roles that work on a
+	// chain — the gateway's indexer, settlement, sweep — to these chains;
+	// the api and webhooks roles serve every chain. nil: every chain.
+	onlyChains map[uint64]bool
 
 	log *slog.Logger
 }
 
 // app is one payd process: the parts its roles need, wired together.
 type app struct {
-	cfg     appConfig
-	log     *slog.Logger
+	cfg appConfig
+	log *slog.Logger
+	// db is the database, bound to no chain; st is db bound to the first
+	// chain (what the process's first-chain parts read and write).
+	db      store.Store
 	st      store.Store
 	reg     *prometheus.Registry
 	rpc     *rpc.Client
@@ -204,6 +214,10 @@ type app struct {
 	// reads and sends through it (failover; docs/chains.md).
 	pool    *nodes.Pool
 	workers []worker
+	// others are the chains besides the first (appConfig.chains).
+	others []*chainUnit
+	// keys are the sweep role's signers, loaded once for every chain.
+	keys *sweep.Keys
 
 	httpLn, proxyLn, metricsLn net.Listener
 }
@@ -217,7 +231,7 @@ type worker struct {
 // the listeners, so that a configuration mistake surfaces before anything
 // runs.
 func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
-	a := &app{cfg: cfg, log: cfg.log, st: st, reg: prometheus.NewRegistry(), mux: httpapi.NewMux(), metricsMux: httpapi.NewMux()}
+	a := &app{cfg: cfg, log: cfg.log, db: st, st: st, reg: prometheus.NewRegistry(), mux: httpapi.NewMux(), metricsMux: httpapi.NewMux()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -227,19 +241,24 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	}()
 
 	var err error
-	if urls := nodeURLs(cfg.rpcURL); len(urls) > 1 {
-		if err := a.startNodePool(ctx, urls); err != nil {
-			return nil, err
+	if err := a.checkChains(); err != nil {
+		return nil, err
+	}
+	first, err := a.connect(ctx, a.firstChain())
+	if err != nil {
+		return nil, err
+	}
+	a.rpc, a.eth, a.pool, a.chainID, a.st = first.rpc, first.eth, first.pool, first.id, first.st
+	a.assets, a.tokenSupplies = first.assets, first.tokenSupplies
+	if a.cfg.reads != nil {
+		a.cfg.reads = a.cfg.reads.Chain(a.chainID)
+	}
+	for _, spec := range cfg.chains {
+		u, err := a.connect(ctx, spec)
+		if err != nil {
+			return nil, fmt.Errorf("chain %d (CHAINS_FILE): %w", spec.chainID, err)
 		}
-	} else if a.rpc, err = rpc.DialContext(ctx, cfg.rpcURL); err != nil {
-		return nil, fmt.Errorf("chain node %s: %w", redactURL(cfg.rpcURL), err)
-	}
-	a.eth = ethclient.NewClient(a.rpc)
-	if err := a.checkChain(ctx); err != nil {
-		return nil, err
-	}
-	if a.assets, a.tokenSupplies, err = resolveTokens(ctx, a.eth, cfg.tokens); err != nil {
-		return nil, err
+		a.others = append(a.others, u)
 	}
 	if cfg.reads != nil {
 		if err := checkReplicaAtStart(ctx, a.st, a.cfg.reads); err != nil {
@@ -316,115 +335,18 @@ func nodeURLs(list string) []string {
 	return out
 }
 
-// startNodePool makes the chain's nodes one (rpcproxy/nodes): a read goes
-// to a healthy node that is not behind, never below a head already served;
-// a transaction goes to every node. Each node is checked against the
-// chain the database holds (its identity) before it is used; at least one
-// must pass at start.
-func (a *app) startNodePool(ctx context.Context, urls []string) error {
-	pool, err := nodes.New(urls, nodes.Config{
-		ChainID:        a.cfg.chainID,
-		RequestTimeout: 30 * time.Second, // the heaviest call the proxy allows
-		Registerer:     a.metrics(),
-		Logger:         a.log.With("component", "nodes"),
-		Guard: func(ctx context.Context, _ string, c *rpc.Client) error {
-			// The node is compared with the record of the chain it
-			// serves (the pool has already refused a node of another
-			// chain than the pool's).
-			chain, err := ethclient.NewClient(c).ChainID(ctx)
-			if err != nil {
-				return err
-			}
-			if !chain.IsUint64() {
-				return fmt.Errorf("chain id %s out of range", chain)
-			}
-			id, err := indexer.NewIdentity(indexer.NewRPCSource(c), a.st.Chain(chain.Uint64()), indexer.IdentityConfig{ChainID: a.cfg.chainID})
-			if err != nil {
-				return err
-			}
-			_, err = id.Check(ctx)
-			return err
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("RPC_URL: %w", err)
-	}
-	if err := pool.Check(ctx); err != nil {
-		return fmt.Errorf("RPC_URL: no usable chain node at start: %w", err)
-	}
-	if a.rpc, err = pool.Client(ctx); err != nil {
-		return err
-	}
-	a.pool = pool
-	a.workers = append(a.workers, worker{"nodes", pool.Run})
-	a.log.Info("chain nodes", "nodes", len(urls), "usable", usable(pool.Status()))
-	return nil
-}
-
-func usable(st []nodes.NodeStatus) int {
-	n := 0
-	for _, s := range st {
-		if s.Up {
-			n++
-		}
-	}
-	return n
-}
-
-// checkChain reads the node's chain id and compares it with the expected
-// one (CHAIN_ID): paying into the wrong chain loses money.
-func (a *app) checkChain(ctx context.Context) error {
-	id, err := a.eth.ChainID(ctx)
-	if err != nil {
-		return fmt.Errorf("chain node %s does not answer eth_chainId (is RPC_URL right and the node up?): %w", redactURL(a.cfg.rpcURL), err)
-	}
-	if !id.IsUint64() {
-		return fmt.Errorf("chain id %s out of range", id)
-	}
-	if a.cfg.chainID != 0 && a.cfg.chainID != id.Uint64() {
-		return fmt.Errorf("CHAIN_ID is %d but the node at %s reports chain %d: refusing to take payments on the wrong chain", a.cfg.chainID, redactURL(a.cfg.rpcURL), id)
-	}
-	a.chainID = id.Uint64()
-	// Every part of this process reads and writes this chain's rows of the
-	// database (store.Store.Chain).
-	a.st = a.st.Chain(a.chainID)
-	if a.cfg.reads != nil {
-		a.cfg.reads = a.cfg.reads.Chain(a.chainID)
-	}
-	// The node must serve the chain the database holds before anything is
-	// read from it: on another chain the configured tokens are not there,
-	// and "decimals() returned 0 bytes" would hide the real reason.
-	// (service.New checks again and keeps checking.)
-	ident, err := indexer.NewIdentity(indexer.NewRPCSource(a.rpc), a.st, indexer.IdentityConfig{ChainID: a.chainID})
-	if err != nil {
-		return err
-	}
-	if _, err := ident.Check(ctx); err != nil && !errors.Is(err, store.ErrNodeBehind) {
-		return fmt.Errorf("refusing to start: %w", err)
-	}
-	return nil
-}
-
 // buildService wires evmpay's parts of this process's roles with
 // hosts/service — the chain's identity recorded at the first start and
 // checked at every start and in the background (a node that serves
 // another chain is refused, never taken for a reorg), the confirmations
 // set once, the pricer checked — from payd's configuration and keys.
 func (a *app) buildService(ctx context.Context) error {
-	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway], Settlement: a.cfg.roles[roleSettlement],
-		Sweep: a.cfg.roles[roleSweep], Webhooks: a.cfg.roles[roleWebhooks]}
-	cfg := service.Config{
-		Store: a.st, RPC: a.rpc, ChainID: a.chainID, Confirmations: a.cfg.confirmations, Finality: a.cfg.finality, NativeSymbol: a.cfg.nativeSymbol, Tokens: a.assets,
-		Pricer: a.pricer, PublicBaseURL: a.publicBaseURL(), AllowPrivateWebhooks: !a.cfg.blockPrivateWH,
-		Roles: roles, Backfill: a.cfg.backfill, Logger: a.log,
-		Identity: indexer.IdentityConfig{CheckInterval: a.cfg.chainCheckEvery},
-		// Metrics: every name starts with evmpay_ (sweep's already do).
-		Indexer:    indexer.Config{Registerer: a.metrics()},
-		Settlement: settlement.Config{Registerer: a.metrics()},
-		Webhook:    webhook.Config{Registerer: a.metrics()},
-		Sweep: sweep.Config{Policy: a.cfg.sweepPolicy, TokenPaths: tokenPaths(a.cfg.tokens), MinGasPrice: a.cfg.minGasPrice,
-			OperatorToken: a.adminToken, Registerer: a.reg},
-	}
+	on := a.runsChain(a.chainID)
+	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway] && on, Settlement: a.cfg.roles[roleSettlement] && on,
+		Sweep: a.cfg.roles[roleSweep] && on, Webhooks: a.cfg.roles[roleWebhooks]}
+	cfg := a.chainConfig(&chainUnit{spec: a.firstChain(), id: a.chainID, rpc: a.rpc, st: a.st, assets: a.assets}, roles)
+	cfg.Pricer, cfg.PublicBaseURL, cfg.AllowPrivateWebhooks = a.pricer, a.publicBaseURL(), !a.cfg.blockPrivateWH
+	cfg.Webhook = webhook.Config{Registerer: a.metrics()}
 	if roles.API || roles.Webhooks {
 		var err error
 		if cfg.SecretKey, err = loadSecretKey(ctx, a.cfg.keys); err != nil {
@@ -436,7 +358,7 @@ func (a *app) buildService(ctx context.Context) error {
 			return fmt.Errorf("api role: %w", err)
 		}
 	}
-	if roles.Sweep {
+	if a.cfg.roles[roleSweep] {
 		w, err := loadWallet(ctx, a.cfg.keys)
 		if err != nil {
 			return fmt.Errorf("sweep role: %w", err)
@@ -449,14 +371,22 @@ func (a *app) buildService(ctx context.Context) error {
 		if keys.Payouts, err = payoutSigner(ctx, a.cfg.keys, w); err != nil {
 			return fmt.Errorf("sweep role: %w", err)
 		}
-		cfg.Keys = &keys
+		a.keys = &keys
+	}
+	if roles.Sweep {
+		cfg.Keys = a.keys
 	}
 	svc, err := service.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	a.svc, a.identity, a.invoices, a.sweeper = svc, svc.Identity, svc.Invoices, svc.Sweeper
-	a.workers = append(a.workers, worker{"evmpay", svc.Run})
+	a.workers = append(a.workers, worker{chainWorker("evmpay", a.chainID, a.cfg.chains), svc.Run})
+	for _, u := range a.others {
+		if err := a.buildChainService(ctx, u); err != nil {
+			return fmt.Errorf("chain %d: %w", u.id, err)
+		}
+	}
 	return nil
 }
 
@@ -483,6 +413,7 @@ func (a *app) apiConfig(ctx context.Context, cfg *service.Config) error {
 		AdminToken:                a.adminToken,
 		OpenAPI:                   doc,
 		Merchants:                 rules,
+		Chains:                    a.invoiceChains(),
 	}
 	rpcURL := a.cfg.publicRPCURL
 	if a.cfg.selfRPCURL {
@@ -494,6 +425,7 @@ func (a *app) apiConfig(ctx context.Context, cfg *service.Config) error {
 		FrameAncestors:     a.cfg.frameAncestors,
 		ExplorerTxURL:      a.cfg.explorerTxURL,
 		ExplorerAddressURL: a.cfg.explorerAddressURL,
+		Networks:           a.checkoutNetworks(),
 	}
 	return nil
 }
@@ -692,6 +624,9 @@ func (a *app) close() {
 	}
 	if a.rpc != nil {
 		a.rpc.Close()
+	}
+	for _, u := range a.others {
+		u.rpc.Close()
 	}
 }
 

@@ -30,7 +30,9 @@ import (
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
 )
 
-// devChainID is the simulated backend's fixed chain id.
+// devChainID is the dev chain's chain id unless `payd devchain --chain-id`
+// names another (a second dev chain beside the first, for a deployment
+// of several chains).
 const devChainID = 1337
 
 // devFunds is each funded account's balance: 10,000 coins.
@@ -50,8 +52,9 @@ type devChain struct {
 }
 
 // startDevChain starts the chain with devMnemonic's first accounts and the
-// extra addresses funded, serving JSON-RPC on addr (host:port).
-func startDevChain(addr string, period time.Duration, extra []common.Address) (*devChain, error) {
+// extra addresses funded, serving JSON-RPC on addr (host:port); chain
+// id devChainID unless opts set another (simchain.WithChainID).
+func startDevChain(addr string, period time.Duration, extra []common.Address, opts ...func(*node.Config, *ethconfig.Config)) (*devChain, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("--chain-rpc %q: want host:port: %w", addr, err)
 	}
@@ -86,10 +89,10 @@ func startDevChain(addr string, period time.Duration, extra []common.Address) (*
 	// meanwhile), and its Commit seals every transaction the pool can
 	// execute (go-ethereum's own may seal before the pool has promoted
 	// the last one sent: a mint missing from the block after the deploy).
-	backend, err := newSimulatedBackend(alloc, simchain.HTTP("eth", "net", "web3"), func(nc *node.Config, _ *ethconfig.Config) {
+	backend, err := newSimulatedBackend(alloc, append([]func(*node.Config, *ethconfig.Config){simchain.HTTP("eth", "net", "web3"), func(nc *node.Config, _ *ethconfig.Config) {
 		nc.HTTPVirtualHosts = []string{"*"}
 		nc.HTTPCors = []string{"*"}
-	})
+	}}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +269,11 @@ func (c *devChain) deployDevToken(ctx context.Context) (*testtoken.Token, error)
 		return nil, err
 	}
 	client := c.backend.Client()
-	opts := bind.NewKeyedTransactor(key, big.NewInt(devChainID))
+	id, err := client.ChainID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := bind.NewKeyedTransactor(key, id)
 	opts.Context = ctx
 	nonce, err := client.PendingNonceAt(ctx, opts.From)
 	if err != nil {
@@ -302,6 +309,7 @@ func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
 	addr := fs.String("chain-rpc", "127.0.0.1:8545", "JSON-RPC listen address")
 	period := fs.Duration("block-time", 1200*time.Millisecond, "time between blocks")
 	fund := fs.String("fund", "", "comma-separated extra addresses to fund (e.g. the gas funder)")
+	chainID := fs.Uint64("chain-id", devChainID, "the chain's id (another than 1337 for a second dev chain)")
 	log, err := parseLogged(fs, args, stdout)
 	if err != nil {
 		return err
@@ -316,7 +324,10 @@ func runDevChain(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		extra = append(extra, common.HexToAddress(s))
 	}
-	chain, err := startDevChain(*addr, *period, extra)
+	if *chainID == 0 {
+		return usageError("payd devchain: --chain-id must be positive")
+	}
+	chain, err := startDevChain(*addr, *period, extra, simchain.WithChainID(*chainID))
 	if err != nil {
 		return err
 	}

@@ -27,11 +27,11 @@ Usage:
                  and a demo merchant whose credentials are printed.
   payd serve     --roles api,gateway,settlement,sweep,webhooks [--http …] [--rpc-proxy …]
                  [--metrics 127.0.0.1:9464 (operator listener; '' for none)]
-                 [--migrate=true] [--log-format text|json]
+                 [--migrate=true] [--chains 1337,9000] [--log-format text|json]
                  Production mode: DATABASE_URL, RPC_URL, CHAIN_ID, INDEXER_BACKFILL and secrets
                  from PAY_MNEMONIC_FILE, PAY_SECRET_KEY_FILE, GAS_FUNDER_PRIVATE_KEY_FILE,
-                 PAY_ADMIN_TOKEN_FILE.
-  payd devchain  [--chain-rpc 127.0.0.1:8545] [--block-time 1.2s] [--fund 0xaddr,…]
+                 PAY_ADMIN_TOKEN_FILE; more chains from CHAINS_FILE (docs/chains.md).
+  payd devchain  [--chain-rpc 127.0.0.1:8545] [--block-time 1.2s] [--fund 0xaddr,…] [--chain-id 1337]
                  The dev chain alone, for use with serve.
   payd pay       [--rpc 127.0.0.1:8545] [--key-file file] <ethereum:… URI>
                  Pay a payment URI from a funded dev account; prints the tx hash.

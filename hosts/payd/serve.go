@@ -16,7 +16,6 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/evmpay/evmpay/hosts/dashboard"
-	"github.com/evmpay/evmpay/hosts/service"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -39,6 +38,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 	metricsAddr := fs.String("metrics", "127.0.0.1:9464", "listen address of the operator listener serving /metrics ('' serves no metrics); keep it off the public network")
 	proxyAddr := fs.String("rpc-proxy", "127.0.0.1:8546", "listen address of the RPC proxy (gateway role)")
 	migrate := fs.Bool("migrate", true, "apply database migrations at start")
+	chainsFlag := fs.String("chains", "", "comma-separated chain ids whose indexer, settlement and sweep this process runs (default: every configured chain)")
 	log, err := parseLogged(fs, args, stdout)
 	if err != nil {
 		return err
@@ -47,11 +47,19 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 	if err != nil {
 		return err
 	}
+	only, err := parseChainList(*chainsFlag)
+	if err != nil {
+		return err
+	}
 	env, err := readServeEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	*red = *newRedactor(nodeURLs(env.rpcURL)...)
+	urls := nodeURLs(env.rpcURL)
+	for _, c := range env.chains {
+		urls = append(urls, nodeURLs(c.rpcURL)...)
+	}
+	*red = *newRedactor(urls...)
 	for _, db := range []string{env.databaseURL, env.databaseReadURL} {
 		if u, err := url.Parse(db); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok {
@@ -118,13 +126,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer, red *redactor) 
 		explorerTxURL:      env.explorerTxURL,
 		explorerAddressURL: env.explorerAddressURL,
 		pricing:            env.pricing,
+		chains:             env.chains,
+		onlyChains:         only,
 		log:                log,
 	})
 	if err != nil {
 		return err
 	}
 	log.Info("payd serving", "roles", roles.String(), "http", a.httpURL(), "rpc_proxy", a.proxyURL(), "metrics", a.metricsURL(),
-		"chain_id", a.chainID, "nodes", redactedNodes(env.rpcURL))
+		"chain_id", a.chainID, "nodes", redactedNodes(env.rpcURL), "other_chains", a.otherChainIDs())
 	return a.run(ctx)
 }
 
@@ -134,16 +144,12 @@ type serveEnv struct {
 	// databaseReadURL, optional, is a read replica for replica-tolerant
 	// reads.
 	databaseReadURL string
-	rpcURL          string
-	chainID         uint64
-	backfill        bool
-	confirmations   int
-	// finality is the chain's finality mode (FINALITY: depth, instant).
-	finality    string
-	sweepPolicy sweep.Policy
-	// minGasPrice is the node's minimum gas price in wei (MIN_GAS_PRICE):
-	// no sweep transaction is priced below it.
-	minGasPrice  store.Amount
+	// chainSpec is the first chain's settings (RPC_URL, CHAIN_ID, …);
+	// chains the further ones (CHAINS_FILE).
+	chainSpec
+	chains       []chainSpec
+	backfill     bool
+	sweepPolicy  sweep.Policy
 	archiveAfter time.Duration
 	proxyRate    float64
 	// trustedProxies are the reverse proxies in front of payd
@@ -154,24 +160,11 @@ type serveEnv struct {
 	// allowPrivateWebhooks lets webhooks go to loopback and private
 	// networks (off in production: SSRF).
 	allowPrivateWebhooks bool
-	// tokens are the accepted ERC-20 tokens (PAY_TOKENS or PAY_TOKENS_FILE).
-	tokens []tokenConfig
 	// publicBaseURL is where payers and merchants reach the APIs and the
-	// checkout page (PUBLIC_BASE_URL); publicRPCURL the RPC URL offered to
-	// browser wallets (PUBLIC_RPC_URL); chainName the chain's name on the
-	// checkout page (CHAIN_NAME); frameAncestors the origins that may
+	// checkout page (PUBLIC_BASE_URL); frameAncestors the origins that may
 	// embed the page (CHECKOUT_FRAME_ANCESTORS, space-separated).
-	publicBaseURL string
-	publicRPCURL  string
-	chainName     string
-	// nativeSymbol is the chain's native coin (NATIVE_SYMBOL, e.g. an
-	// evmd chain's "TEST"); "" is "ETH".
-	nativeSymbol   string
+	publicBaseURL  string
 	frameAncestors []string
-	// explorerTxURL and explorerAddressURL are the chain's block explorer
-	// pages the checkout page links to (CHAIN_EXPLORER_TX_URL with {tx},
-	// CHAIN_EXPLORER_ADDRESS_URL with {address}).
-	explorerTxURL, explorerAddressURL string
 	// pricing is fiat pricing (PRICING_SOURCES, PRICING_*): off when no
 	// source is named.
 	pricing pricingConfig
@@ -216,23 +209,19 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 	e := serveEnv{
 		databaseURL:     getenv("DATABASE_URL"),
 		databaseReadURL: getenv("DATABASE_READ_URL"),
-		confirmations:   12,
 		sweepPolicy:     sweep.PolicySponsor,
 		archiveAfter:    365 * 24 * time.Hour,
 		proxyRate:       20,
 		proxyBurst:      40,
 	}
 	var errs []error
-	rpcURL, err := nodeURL(getenv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	e.rpcURL = rpcURL
+	e.chainSpec, errs = readChainSpec(getenv)
 	if e.databaseURL == "" {
-		errs = append(errs, errors.New("DATABASE_URL is required (postgres://user@host:5432/db)"))
+		errs = append([]error{errors.New("DATABASE_URL is required (postgres://user@host:5432/db)")}, errs...)
 	}
-	if e.rpcURL == "" && err == nil {
-		errs = append(errs, errors.New("RPC_URL is required (the chain node's JSON-RPC, e.g. http://127.0.0.1:8545; or RPC_URL_FILE naming a file that holds it)"))
+	var err error
+	if e.chains, err = readChainsFile(getenv("CHAINS_FILE"), e.chainSpec); err != nil {
+		errs = append(errs, err)
 	}
 	parse := func(name string, fn func(string) error) {
 		if v := getenv(name); v != "" {
@@ -241,29 +230,11 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 			}
 		}
 	}
-	parse("CHAIN_ID", func(v string) (err error) { e.chainID, err = strconv.ParseUint(v, 10, 64); return })
 	parse("INDEXER_BACKFILL", func(v string) (err error) { e.backfill, err = strconv.ParseBool(v); return })
-	parse("CONFIRMATIONS", func(v string) (err error) { e.confirmations, err = strconv.Atoi(v); return })
-	parse("FINALITY", func(v string) error {
-		e.finality = v
-		if v != "" && !store.FinalityCountsConfirmations(v) {
-			if getenv("CONFIRMATIONS") != "" {
-				return fmt.Errorf("%s finality takes no CONFIRMATIONS: unset it", v)
-			}
-			e.confirmations = 0
-		}
-		return store.CheckFinality(v, e.confirmations)
-	})
 	parse("SWEEP_FEE_POLICY", func(v string) error {
 		e.sweepPolicy = sweep.Policy(v)
 		if e.sweepPolicy != sweep.PolicySponsor && e.sweepPolicy != sweep.PolicyDeduct {
 			return errors.New("want sponsor or deduct")
-		}
-		return nil
-	})
-	parse("MIN_GAS_PRICE", func(v string) (err error) {
-		if e.minGasPrice, err = store.ParseAmount(v); err != nil {
-			return errors.New("want a decimal number of wei per gas, e.g. 1000000000")
 		}
 		return nil
 	})
@@ -288,38 +259,11 @@ func readServeEnv(getenv func(string) string) (serveEnv, error) {
 		e.publicBaseURL = strings.TrimRight(v, "/")
 		return nil
 	})
-	parse("PUBLIC_RPC_URL", func(v string) error {
-		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("want an absolute http(s) URL, e.g. https://rpc.pay.example.com")
-		}
-		e.publicRPCURL = v
-		return nil
-	})
-	e.chainName = getenv("CHAIN_NAME")
-	parse("NATIVE_SYMBOL", func(v string) error { e.nativeSymbol = v; return service.CheckNativeSymbol(v) })
 	e.frameAncestors = strings.Fields(getenv("CHECKOUT_FRAME_ANCESTORS"))
-	explorer := func(name, placeholder string, dst *string) {
-		parse(name, func(v string) error {
-			u, err := url.Parse(strings.Replace(v, placeholder, "x", 1))
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Count(v, placeholder) != 1 {
-				return fmt.Errorf("want an absolute http(s) URL with %s once, e.g. https://explorer.example/…/%s", placeholder, placeholder)
-			}
-			*dst = v
-			return nil
-		})
-	}
-	explorer("CHAIN_EXPLORER_TX_URL", "{tx}", &e.explorerTxURL)
-	explorer("CHAIN_EXPLORER_ADDRESS_URL", "{address}", &e.explorerAddressURL)
 	parse("WEBHOOK_ALLOW_PRIVATE_NETWORKS", func(v string) (err error) { e.allowPrivateWebhooks, err = strconv.ParseBool(v); return })
 	if e.mailer, err = readMailer(getenv); err != nil {
 		errs = append(errs, err)
 	}
-	toks, err := readTokens(getenv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	e.tokens = toks
 	if e.pricing, err = readPricingEnv(getenv); err != nil {
 		errs = append(errs, err)
 	}

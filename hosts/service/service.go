@@ -133,6 +133,10 @@ type Config struct {
 	// (Pricer.CheckRoutes) and reads the rates once; Run keeps them fresh.
 	// Defaults to nil: no fiat pricing.
 	Pricer *pricing.Pricer
+	// PricerShared says that another Service of this process (one per
+	// chain) runs Pricer: this one only reads its rates — no route check,
+	// no first read, no refresh of its own. Defaults to false.
+	PricerShared bool
 	// PublicBaseURL is where payers and merchants reach Handler
 	// ("https://pay.example.com"): checkout and claim links start with it.
 	// Defaults to "" (links relative to the host).
@@ -335,7 +339,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.workers = append(s.workers, worker{"chain-identity", s.Identity.Run})
 
-	if cfg.Pricer != nil {
+	if cfg.Pricer != nil && !cfg.PricerShared {
 		if err := s.checkPricer(ctx, cfg.Pricer); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
+	"github.com/evmpay/evmpay/invoice"
+	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
+	"github.com/evmpay/evmpay/sweep"
+)
+
+// secondDevChain is the id of the second dev chain of the tests of a
+// process serving several chains.
+const secondDevChain = 1338
+
+// twoChains is one payd process serving two dev chains (1337 from the
+// environment's settings, 1338 from CHAINS_FILE) on one PostgreSQL
+// database, with one merchant.
+type twoChains struct {
+	t      *testing.T
+	chains map[uint64]*devChain
+	app    *app
+	api    apiClient
+	settle common.Address
+	st     store.Store
+	dbURL  string
+}
+
+func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := newDevProvider(func(string) string { return "" }, t.TempDir())
+	require.NoError(t, err)
+	funder, err := loadGasFunder(ctx, keys)
+	require.NoError(t, err)
+	r := &twoChains{t: t, chains: map[uint64]*devChain{}, dbURL: pgtest.URL(t)}
+	db, err := postgres.Open(ctx, r.dbURL, postgres.Config{MaxOpenConns: 40})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	r.st = db
+	for _, id := range []uint64{devChainID, secondDevChain} {
+		c, err := startDevChain(freeAddr(t), 300*time.Millisecond, []common.Address{crypto.PubkeyToAddress(funder.PublicKey)}, simchain.WithChainID(id))
+		require.NoError(t, err)
+		cctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(cctx) }()
+		t.Cleanup(func() { stop(); <-done })
+		r.chains[id] = c
+	}
+	chainsFile := filepath.Join(t.TempDir(), "chains.json")
+	require.NoError(t, os.WriteFile(chainsFile, []byte(fmt.Sprintf(`{"chains": [
+		{"chain_id": %d, "rpc_url": %q, "name": "second dev chain", "native_symbol": "TEST", "confirmations": 3}]}`,
+		secondDevChain, r.chains[secondDevChain].url)), 0o600))
+	spec, errs := readChainSpec(envOf(map[string]string{"RPC_URL": "x", "CHAIN_ID": "1337"}))
+	require.Empty(t, errs)
+	others, err := readChainsFile(chainsFile, spec)
+	require.NoError(t, err)
+
+	cfg := appConfig{
+		roles:           roles,
+		httpAddr:        "127.0.0.1:0",
+		proxyAddr:       "127.0.0.1:0",
+		metricsAddr:     "127.0.0.1:0",
+		rpcURL:          r.chains[devChainID].url,
+		chainID:         devChainID,
+		keys:            keys,
+		confirmations:   2,
+		sweepPolicy:     sweep.PolicySponsor,
+		archiveEvery:    time.Hour,
+		proxyRate:       50,
+		proxyBurst:      100,
+		chains:          others,
+		chainCheckEvery: time.Second,
+		log:             slog.New(slog.NewTextHandler(testLog{t}, nil)),
+	}
+	if opt != nil {
+		opt(&cfg)
+	}
+	r.app, err = newApp(ctx, r.st, cfg)
+	require.NoError(t, err)
+	actx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.app.run(actx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("payd did not stop")
+		}
+	})
+	if r.app.invoices != nil {
+		k, err := crypto.GenerateKey()
+		require.NoError(t, err)
+		r.settle = crypto.PubkeyToAddress(k.PublicKey)
+		m, err := r.app.invoices.CreateMerchant(ctx, invoice.MerchantParams{Name: "shop", SettlementAddress: r.settle})
+		require.NoError(t, err)
+		r.api = apiClient{t: t, base: r.app.httpURL(), key: m.APIKey}
+	}
+	return r
+}
+
+// create makes an invoice with body and returns it.
+func (r *twoChains) create(body map[string]any) map[string]any {
+	r.t.Helper()
+	status, inv := r.api.do("POST", "/v1/invoices", body, map[string]string{"Idempotency-Key": fmt.Sprint(time.Now().UnixNano())})
+	require.Equal(r.t, http.StatusCreated, status, "%v", inv)
+	return inv
+}
+
+// pay pays a payment URI from a dev account on chain id.
+func (r *twoChains) pay(id uint64, uri string) {
+	r.t.Helper()
+	var out strings.Builder
+	require.NoError(r.t, run(context.Background(), []string{"pay", "--rpc", r.chains[id].url, uri}, &out))
+}
+
+// waitStatus waits until invoice inv is in status want.
+func (r *twoChains) waitStatus(inv map[string]any, want string, within time.Duration) map[string]any {
+	r.t.Helper()
+	var got map[string]any
+	waitUntil(r.t, within, 200*time.Millisecond, func() bool {
+		_, got = r.api.do("GET", fmt.Sprintf("/v1/invoices/%d", int64(inv["id"].(float64))), nil, nil)
+		return got["status"] == want
+	}, func() string { return fmt.Sprintf("invoice %v never reached %s: %v", inv["id"], want, got) })
+	return got
+}
+
+func (r *twoChains) balance(id uint64, a common.Address) *big.Int {
+	r.t.Helper()
+	c, err := ethclient.Dial(r.chains[id].url)
+	require.NoError(r.t, err)
+	defer c.Close()
+	b, err := c.BalanceAt(context.Background(), a, nil)
+	require.NoError(r.t, err)
+	return b
+}
+
+// One payd process serves two chains: an invoice on each (the first
+// chain's by default, the second's by chain_id) is paid on its chain,
+// settled with that chain's confirmations and swept on that chain to the
+// merchant; each chain's ledger reconciles.
+func TestServe_TwoChainsInOneProcess_EachSettlesAndSweepsOnItsChain(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	require.ElementsMatch(t, []string{"evmpay@1337", "evmpay@1338"}, workerNames(r.app, "evmpay@"))
+
+	first := r.create(map[string]any{"amount_wei": "500000000000000000"})
+	second := r.create(map[string]any{"amount_wei": "700000000000000000", "chain_id": secondDevChain})
+	require.EqualValues(t, devChainID, first["chain_id"])
+	require.EqualValues(t, secondDevChain, second["chain_id"])
+	require.Contains(t, second["payment_uri"], "@1338")
+	_, pub := r.api.do("GET", "/v1/public/invoice", nil, map[string]string{"Authorization": "Bearer " + second["lookup_token"].(string)})
+	require.EqualValues(t, 3, pub["confirmations_required"], "the second chain's own threshold")
+
+	r.pay(devChainID, first["payment_uri"].(string))
+	r.pay(secondDevChain, second["payment_uri"].(string))
+	r.waitStatus(first, store.StatusSettled, 120*time.Second)
+	got := r.waitStatus(second, store.StatusSettled, 120*time.Second)
+	require.Equal(t, "700000000000000000", got["paid_wei"])
+
+	// Each chain's sweep paid the merchant on its own chain, exactly.
+	require.Equal(t, "500000000000000000", r.balance(devChainID, r.settle).String())
+	require.Equal(t, "700000000000000000", r.balance(secondDevChain, r.settle).String())
+	for id, c := range r.chains {
+		// `payd reconcile` with RPC_URL naming the chain: its ledger.
+		var out strings.Builder
+		err := reconcile(context.Background(), []string{"--all"}, envOf(map[string]string{"DATABASE_URL": r.dbURL, "RPC_URL": c.url}), &out)
+		require.NoError(t, err, "chain %d: %s", id, out.String())
+		require.Contains(t, out.String(), "0 differ", "chain %d", id)
+	}
+}
+
+// workerNames are the app's workers whose names start with prefix.
+func workerNames(a *app, prefix string) []string {
+	var out []string
+	for _, w := range a.workers {
+		if strings.HasPrefix(w.name, prefix) {
+			out = append(out, w.name)
+		}
+	}
+	return out
+}
