@@ -376,12 +376,17 @@ func (a *app) buildService(ctx context.Context) error {
 	if roles.Sweep {
 		cfg.Keys = a.keys
 	}
-	svc, err := service.New(ctx, cfg)
-	if err != nil {
-		return err
+	// With --chains leaving out the first chain, a process of the
+	// chain-bound roles only runs nothing of it (service.New would take
+	// no roles for all of them).
+	if roles != (service.Roles{}) {
+		svc, err := service.New(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		a.svc, a.identity, a.invoices, a.sweeper = svc, svc.Identity, svc.Invoices, svc.Sweeper
+		a.workers = append(a.workers, worker{chainWorker("evmpay", a.chainID, a.cfg.chains), svc.Run})
 	}
-	a.svc, a.identity, a.invoices, a.sweeper = svc, svc.Identity, svc.Invoices, svc.Sweeper
-	a.workers = append(a.workers, worker{chainWorker("evmpay", a.chainID, a.cfg.chains), svc.Run})
 	for _, u := range a.others {
 		if err := a.buildChainService(ctx, u); err != nil {
 			return fmt.Errorf("chain %d: %w", u.id, err)

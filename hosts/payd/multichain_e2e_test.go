@@ -6,9 +6,13 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +44,10 @@ type twoChains struct {
 	settle common.Address
 	st     store.Store
 	dbURL  string
+	// second is where the second chain's RPC URL leads (a proxy whose
+	// node point changes).
+	second atomic.Pointer[url.URL]
+	funder common.Address
 }
 
 func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains {
@@ -49,24 +57,21 @@ func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains 
 	require.NoError(t, err)
 	funder, err := loadGasFunder(ctx, keys)
 	require.NoError(t, err)
-	r := &twoChains{t: t, chains: map[uint64]*devChain{}, dbURL: pgtest.URL(t)}
+	r := &twoChains{t: t, chains: map[uint64]*devChain{}, dbURL: pgtest.URL(t), funder: crypto.PubkeyToAddress(funder.PublicKey)}
 	db, err := postgres.Open(ctx, r.dbURL, postgres.Config{MaxOpenConns: 40})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	r.st = db
 	for _, id := range []uint64{devChainID, secondDevChain} {
-		c, err := startDevChain(freeAddr(t), 300*time.Millisecond, []common.Address{crypto.PubkeyToAddress(funder.PublicKey)}, simchain.WithChainID(id))
-		require.NoError(t, err)
-		cctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(cctx) }()
-		t.Cleanup(func() { stop(); <-done })
-		r.chains[id] = c
+		r.chains[id] = r.startChain(id)
 	}
+	r.point(r.chains[secondDevChain])
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(r.second.Load()) }})
+	t.Cleanup(proxy.Close)
 	chainsFile := filepath.Join(t.TempDir(), "chains.json")
 	require.NoError(t, os.WriteFile(chainsFile, []byte(fmt.Sprintf(`{"chains": [
 		{"chain_id": %d, "rpc_url": %q, "name": "second dev chain", "native_symbol": "TEST", "confirmations": 3}]}`,
-		secondDevChain, r.chains[secondDevChain].url)), 0o600))
+		secondDevChain, proxy.URL)), 0o600))
 	spec, errs := readChainSpec(envOf(map[string]string{"RPC_URL": "x", "CHAIN_ID": "1337"}))
 	require.Empty(t, errs)
 	others, err := readChainsFile(chainsFile, spec)
@@ -115,6 +120,26 @@ func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains 
 		r.api = apiClient{t: t, base: r.app.httpURL(), key: m.APIKey}
 	}
 	return r
+}
+
+// startChain starts a dev chain of id sealing a block every 300 ms, the
+// gas funder and extra funded at genesis.
+func (r *twoChains) startChain(id uint64, extra ...common.Address) *devChain {
+	r.t.Helper()
+	c, err := startDevChain(freeAddr(r.t), 300*time.Millisecond, append([]common.Address{r.funder}, extra...), simchain.WithChainID(id))
+	require.NoError(r.t, err)
+	cctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(cctx) }()
+	r.t.Cleanup(func() { stop(); <-done })
+	return c
+}
+
+// point sends the second chain's RPC requests to c's node.
+func (r *twoChains) point(c *devChain) {
+	u, err := url.Parse(c.url)
+	require.NoError(r.t, err)
+	r.second.Store(u)
 }
 
 // create makes an invoice with body and returns it.
@@ -197,4 +222,32 @@ func workerNames(a *app, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// When the second chain's node turns out to serve another chain (same id,
+// another genesis), only that chain's parts stop: /readyz and the status
+// report name it, and the first chain's invoices still settle.
+func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	other := r.startChain(secondDevChain, common.HexToAddress("0x00000000000000000000000000000000000000aa"))
+	r.point(other)
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"chain_identity@1338":"another_chain"`)
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+
+	inv := r.create(map[string]any{"amount_wei": "300000000000000000"})
+	r.pay(devChainID, inv["payment_uri"].(string))
+	r.waitStatus(inv, store.StatusSettled, 120*time.Second)
+	require.Equal(t, "300000000000000000", r.balance(devChainID, r.settle).String())
+
+	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, false, status["healthy"])
+	others := status["other_chains"].([]any)
+	require.Len(t, others, 1)
+	require.Equal(t, "another_chain", others[0].(map[string]any)["problem"])
+	require.Nil(t, status["chain"].(map[string]any)["problem"], "the first chain is fine")
 }

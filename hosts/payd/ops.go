@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,6 +90,21 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["chain"] = "unreachable"
 		status = http.StatusServiceUnavailable
 	}
+	for _, u := range a.others {
+		if u.svc == nil {
+			continue // this process works on no part of the chain
+		}
+		id := strconv.FormatUint(u.id, 10)
+		checks["chain@"+id], checks["chain_identity@"+id] = "ok", "ok"
+		if c := chainProblem(u.svc.Identity.Status().Err); c != "" {
+			checks["chain_identity@"+id] = c
+			status = http.StatusServiceUnavailable
+		}
+		if _, err := u.eth.BlockNumber(ctx); err != nil {
+			checks["chain@"+id] = "unreachable"
+			status = http.StatusServiceUnavailable
+		}
+	}
 	if c := a.replicaReadiness(ctx); c != "" {
 		checks["read_replica"] = c
 		if c != "ok" {
@@ -158,6 +174,15 @@ type statusReport struct {
 	Errors []string    `json:"errors,omitempty"`
 	// Nodes are the chain's nodes when RPC_URL lists several (failover:
 	// docs/chains.md); absent with one node.
+	Nodes []nodes.NodeStatus `json:"nodes,omitempty"`
+	// OtherChains are the chains besides the first (CHAINS_FILE) that this
+	// process works on: the last identity check of each, and its nodes.
+	OtherChains []otherChainReport `json:"other_chains,omitempty"`
+}
+
+// otherChainReport is a chain besides the first in the status report.
+type otherChainReport struct {
+	chainReport
 	Nodes []nodes.NodeStatus `json:"nodes,omitempty"`
 }
 
@@ -231,13 +256,20 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if a.pool != nil {
 		rep.Nodes = a.pool.Status()
 	}
-	cs := a.chainStatus()
-	rep.Chain = chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,
-		BehindBlocks: cs.BehindBlocks, Problem: chainProblem(cs.Err), CheckedAt: cs.CheckedAt}
-	if rep.Chain.Problem != "" {
-		rep.Chain.Reason = cs.Err.Error()
+	rep.Chain = reportOf(a.chainStatus())
+	chainsOK := rep.Chain.Problem == ""
+	for _, u := range a.others {
+		if u.svc == nil {
+			continue
+		}
+		o := otherChainReport{chainReport: reportOf(u.svc.Identity.Status())}
+		if u.pool != nil {
+			o.Nodes = u.pool.Status()
+		}
+		chainsOK = chainsOK && o.Problem == ""
+		rep.OtherChains = append(rep.OtherChains, o)
 	}
-	rep.Healthy = rep.Chain.Problem == "" && len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
+	rep.Healthy = chainsOK && len(rep.Errors) == 0 && len(rep.StalePaidPending) == 0 && len(rep.UnsweptConfirmed) == 0 &&
 		rep.FailedDeliveries == 0 && (rep.SweepWallet == nil || !rep.SweepWallet.Low && len(rep.SweepWallet.Alerts) == 0)
 	writeJSON(w, http.StatusOK, rep)
 }
@@ -301,3 +333,13 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
+
+// reportOf is an identity check as the status report shows it.
+func reportOf(cs indexer.ChainStatus) chainReport {
+	r := chainReport{ChainID: cs.ChainID, NodeHead: cs.NodeHead, IndexedTip: cs.IndexedTip,
+		BehindBlocks: cs.BehindBlocks, Problem: chainProblem(cs.Err), CheckedAt: cs.CheckedAt}
+	if r.Problem != "" {
+		r.Reason = cs.Err.Error()
+	}
+	return r
+}
