@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/httpapi"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // otherChain is a second chain the services of these tests create
@@ -132,4 +135,77 @@ func TestNew_Chains_Refused(t *testing.T) {
 		_, err := invoice.New(e.st, e.creds, testDeriver(t), chainID, invoice.Config{Chains: []invoice.Chain{c}})
 		require.ErrorContains(t, err, name)
 	}
+}
+
+// A fiat invoice accepts an asset on another chain the service serves by
+// "asset@chain": a quote on that chain, with a payment URI of that chain;
+// the public read and its QR code tell the quotes apart by chain.
+func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, e *env) {
+		f := newFiatEnv(t, e.st)
+		svc, err := invoice.New(f.st, f.creds, testDeriver(t), chainID, invoice.Config{Now: f.clock.Now, Pricer: f.pricer,
+			Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}},
+			Chains: []invoice.Chain{{ID: otherChain, Confirmations: 3, Assets: []store.Asset{store.NativeAsset("TEST"),
+				{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}}})
+		require.NoError(t, err)
+		m := f.newMerchant()
+		owner, err := svc.Owner(ctx, m.ID)
+		require.NoError(t, err)
+		created, err := svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
+			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
+		require.NoError(t, err)
+		require.EqualValues(t, chainID, created.ChainID)
+		require.Len(t, created.Quotes, 2)
+		deposit := created.DepositAddress
+		require.EqualValues(t, chainID, created.Quotes[0].ChainID)
+		require.EqualValues(t, otherChain, created.Quotes[1].ChainID)
+		require.Equal(t, "10000000", created.Quotes[1].Amount.String(), "8 EUR at 0.80 EUR per USDC")
+		require.Equal(t, fmt.Sprintf("ethereum:%s@9000/transfer?address=%s&uint256=10000000", usdcAddr.Hex(), deposit), created.Quotes[1].PaymentURI)
+
+		// The public read: each quote with its chain.
+		mux := httpapi.NewMux()
+		svc.Routes(mux)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		get := func(path string) result {
+			req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+created.LookupToken)
+			return send(t, req)
+		}
+		pub := get("/v1/public/invoice").json(t)
+		qs := quotesOf(t, pub)
+		require.EqualValues(t, chainID, qs[0]["chain_id"])
+		require.EqualValues(t, otherChain, qs[1]["chain_id"])
+		require.Contains(t, qs[1]["payment_uri"], "@9000/transfer")
+		// The same token address on both chains: chain_id picks the QR.
+		own, other := get("/v1/public/invoice/qr.svg?asset=USDC"), get("/v1/public/invoice/qr.svg?asset=USDC&chain_id=9000")
+		require.Equal(t, http.StatusOK, own.Status, "%s", own.Body)
+		require.Equal(t, http.StatusOK, other.Status, "%s", other.Body)
+		want, err := invoice.QRSVG(created.Quotes[1].PaymentURI)
+		require.NoError(t, err)
+		require.Equal(t, want, other.Body)
+		require.NotEqual(t, own.Body, other.Body)
+		requireProblem(t, get("/v1/public/invoice/qr.svg?asset=USDC&chain_id=5"), http.StatusBadRequest, "invalid_parameter", "asset")
+		requireProblem(t, get("/v1/public/invoice/qr.svg?chain_id=9000"), http.StatusBadRequest, "invalid_parameter", "chain_id")
+
+		for i, c := range []struct {
+			accept      []string
+			code, field string
+		}{
+			{[]string{"USDC@9000", "USDC"}, "invalid_field", "accept[0]"},
+			{[]string{"USDC", "USDC@1"}, "unknown_chain", "accept[1]"},
+			{[]string{"USDC", "USDC@09000"}, "invalid_field", "accept[1]"},
+			{[]string{"USDC", "USDC@9000", "usdc@9000"}, "invalid_field", "accept[2]"},
+			{[]string{"USDC", "TEST@1337"}, "unknown_asset", "accept[1]"},
+		} {
+			_, err := svc.CreateInvoice(ctx, owner, fmt.Sprintf("bad-%d", i), invoice.InvoiceParams{
+				Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: c.accept})
+			var p *problem.Problem
+			require.ErrorAs(t, err, &p, "%v", c.accept)
+			require.Equal(t, c.code, p.Code, "%v: %v", c.accept, err)
+			require.Equal(t, c.field, p.Field, "%v", c.accept)
+		}
+	})
 }

@@ -36,6 +36,8 @@ const maxAccepted = 32
 type fiatRequest struct {
 	price  store.Fiat
 	accept []store.Asset
+	// chains are the chains of accept's assets (parallel to it).
+	chains []uint64
 }
 
 // parseFiat reads "price" and "accept" (ms holds both, price not null). A
@@ -85,16 +87,19 @@ func (s *Service) parseFiat(c *chain, ms map[string]json.RawMessage) (*fiatReque
 		return nil, problem.OfField(problem.CodeInvalidAmount, "price.amount", "price.amount must be greater than 0")
 	}
 	req := &fiatRequest{price: price}
-	if req.accept, perr = s.parseAccept(c, ms["accept"], price); perr != nil {
+	if req.accept, req.chains, perr = s.parseAccept(c, ms["accept"], price); perr != nil {
 		return nil, perr
 	}
 	return req, nil
 }
 
 // parseAccept reads "accept": the assets the payer may pay in, by symbol
-// or token address. Absent, it is every asset of the service that the
-// Pricer prices (Config.Assets: the native coin first, then the tokens).
-func (s *Service) parseAccept(c *chain, raw json.RawMessage, price store.Fiat) ([]store.Asset, *problem.Problem) {
+// or token address, on the invoice's chain c or, suffixed "@<chain id>"
+// ("USDC@9000"), on another chain the service serves. Absent, it is every
+// asset of chain c that the Pricer prices (the native coin first, then the
+// tokens). The first accepted asset is the invoice's own: on its chain.
+// It returns each asset's chain beside it.
+func (s *Service) parseAccept(c *chain, raw json.RawMessage, price store.Fiat) ([]store.Asset, []uint64, *problem.Problem) {
 	set := c.assets
 	check := func(a store.Asset, field string) *problem.Problem {
 		err := s.cfg.Pricer.Check(price, a)
@@ -113,41 +118,78 @@ func (s *Service) parseAccept(c *chain, raw json.RawMessage, price store.Fiat) (
 	}
 	if isNull(raw) {
 		var out []store.Asset
+		var chains []uint64
 		for _, a := range set.list {
 			if perr := check(a, "accept"); perr == nil {
-				out = append(out, a)
+				out, chains = append(out, a), append(chains, c.id)
 			} else if perr.Code != problem.CodeUnknownAsset {
-				return nil, perr
+				return nil, nil, perr
 			}
 		}
 		if len(out) == 0 {
-			return nil, problem.OfField(problem.CodeUnknownAsset, "accept", "none of this service's assets has an exchange rate: no invoice can be priced in a fiat currency")
+			return nil, nil, problem.OfField(problem.CodeUnknownAsset, "accept", "none of this service's assets has an exchange rate: no invoice can be priced in a fiat currency")
 		}
-		return out, nil
+		return out, chains, nil
 	}
 	var names []json.RawMessage
 	if raw[0] != '[' || json.Unmarshal(raw, &names) != nil || len(names) == 0 || len(names) > maxAccepted {
-		return nil, problem.OfField(problem.CodeInvalidField, "accept",
-			fmt.Sprintf(`accept must be an array of 1 to %d asset symbols or token addresses, e.g. ["USDC", "ETH"]`, maxAccepted))
+		return nil, nil, problem.OfField(problem.CodeInvalidField, "accept",
+			fmt.Sprintf(`accept must be an array of 1 to %d asset symbols or token addresses, each optionally "@<chain id>", e.g. ["USDC", "ETH", "USDC@9000"]`, maxAccepted))
 	}
-	var out []store.Asset
+	var (
+		out    []store.Asset
+		chains []uint64
+	)
 	for i, n := range names {
 		field := "accept[" + strconv.Itoa(i) + "]"
-		a, perr := s.parseAssetName(c, n, field)
+		on, name, perr := s.assetChain(c, n, field)
 		if perr != nil {
-			return nil, perr
+			return nil, nil, perr
 		}
-		for _, b := range out {
-			if a.Same(b) {
-				return nil, problem.OfField(problem.CodeInvalidField, field, fmt.Sprintf("%s is accepted twice", a.Symbol))
+		if i == 0 && on != c {
+			return nil, nil, problem.OfField(problem.CodeInvalidField, field, fmt.Sprintf(
+				"the first accepted asset is the invoice's own, on the invoice's chain %d: list an asset of that chain first, or name the other chain in chain_id", c.id))
+		}
+		a, perr := s.parseAssetName(on, name, field)
+		if perr != nil {
+			return nil, nil, perr
+		}
+		for j, b := range out {
+			if a.Same(b) && chains[j] == on.id {
+				return nil, nil, problem.OfField(problem.CodeInvalidField, field, fmt.Sprintf("%s on chain %d is accepted twice", a.Symbol, on.id))
 			}
 		}
 		if perr := check(a, field); perr != nil {
-			return nil, perr
+			return nil, nil, perr
 		}
-		out = append(out, a)
+		out, chains = append(out, a), append(chains, on.id)
 	}
-	return out, nil
+	return out, chains, nil
+}
+
+// assetChain splits an accepted asset's name "NAME@<chain id>" into the
+// chain the service serves and the name (a JSON string again); without
+// "@" the chain is c.
+func (s *Service) assetChain(c *chain, raw json.RawMessage, field string) (*chain, json.RawMessage, *problem.Problem) {
+	var name string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &name) != nil {
+		return c, raw, nil // parseAssetName says what is wrong
+	}
+	asset, id, ok := strings.Cut(name, "@")
+	if !ok {
+		return c, raw, nil
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || n == 0 || strings.HasPrefix(id, "0") || strings.HasPrefix(id, "+") {
+		return nil, nil, problem.OfField(problem.CodeInvalidField, field,
+			fmt.Sprintf(`%s: the chain after "@" must be a chain id, e.g. "USDC@9000"`, field))
+	}
+	on, served := s.configuredChain(n)
+	if !served {
+		return nil, nil, problem.OfField(problem.CodeUnknownChain, field, fmt.Sprintf("chain %d is not served here", n))
+	}
+	b, _ := json.Marshal(asset)
+	return on, b, nil
 }
 
 // quote locks j's price in its accepted assets until the invoice expires,
@@ -156,6 +198,12 @@ func (s *Service) quote(ctx context.Context, m store.Merchant, f *fiatRequest, e
 	quotes, err := s.cfg.Pricer.Quotes(ctx, f.price, f.accept, expiresAt)
 	if err != nil {
 		return nil, err
+	}
+	if len(quotes) != len(f.chains) {
+		return nil, fmt.Errorf("invoice: pricer made %d quotes for %d assets", len(quotes), len(f.chains))
+	}
+	for i := range quotes {
+		quotes[i].ChainID = f.chains[i]
 	}
 	p := &store.Pricing{Price: f.price, Tolerance: m.Tolerance.For(f.price.Currency), Quotes: quotes}
 	if err := p.Validate(); err != nil {
@@ -185,7 +233,7 @@ func (s *Service) withQuoteURIs(p *store.Pricing, inv *store.Invoice) (*store.Pr
 	out := *p
 	out.Quotes = append([]store.Quote(nil), p.Quotes...)
 	for i := range out.Quotes {
-		uri, err := paymentURI(inv.ChainID, out.Quotes[i].Asset, inv.DepositAddress, out.Quotes[i].Amount)
+		uri, err := paymentURI(out.Quotes[i].ChainOf(inv.ChainID), out.Quotes[i].Asset, inv.DepositAddress, out.Quotes[i].Amount)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +267,10 @@ type publicFiat struct {
 // publicQuote is one accepted asset of a fiat invoice as the payer sees
 // it.
 type publicQuote struct {
-	Asset store.Asset `json:"asset"`
+	// ChainID is the chain the quote is paid on (the invoice's, or
+	// another the invoice accepts the asset on).
+	ChainID uint64      `json:"chain_id"`
+	Asset   store.Asset `json:"asset"`
 	// Amount is the locked quote: the whole price in this asset.
 	Amount store.Amount `json:"amount"`
 	// Paid is what arrived in this asset.
@@ -238,7 +289,7 @@ func (s *Service) publicFiatOf(inv store.Invoice, ps []store.Payment) (*publicFi
 	out := &publicFiat{Price: inv.Pricing.Price, PaidValue: paid, RemainingValue: remaining,
 		Quotes: make([]publicQuote, len(inv.Pricing.Quotes))}
 	for i, q := range inv.Pricing.Quotes {
-		pq := publicQuote{Asset: q.Asset, Amount: q.Amount, Rate: q.Rate.String()}
+		pq := publicQuote{ChainID: q.ChainOf(inv.ChainID), Asset: q.Asset, Amount: q.Amount, Rate: q.Rate.String()}
 		for _, p := range ps {
 			if store.SameToken(p.Token, q.Asset.Token()) {
 				pq.Paid, _ = pq.Paid.Add(p.AmountWei)
@@ -252,7 +303,7 @@ func (s *Service) publicFiatOf(inv store.Invoice, ps []store.Payment) (*publicFi
 			if err != nil {
 				return nil, err
 			}
-			uri, err := paymentURI(inv.ChainID, q.Asset, inv.DepositAddress, rest)
+			uri, err := paymentURI(pq.ChainID, q.Asset, inv.DepositAddress, rest)
 			if err != nil {
 				return nil, err
 			}
@@ -265,8 +316,11 @@ func (s *Service) publicFiatOf(inv store.Invoice, ps []store.Payment) (*publicFi
 
 // quoteOf finds the quote of a fiat invoice for an asset named by symbol
 // or token address (any case).
-func quoteOf(inv store.Invoice, name string) (store.Quote, bool) {
+func quoteOf(inv store.Invoice, name string, chainID uint64) (store.Quote, bool) {
 	for _, q := range inv.Pricing.Quotes {
+		if chainID != 0 && q.ChainOf(inv.ChainID) != chainID {
+			continue
+		}
 		if strings.EqualFold(q.Asset.Symbol, name) {
 			return q, true
 		}

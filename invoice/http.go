@@ -949,7 +949,10 @@ func (s *Service) handlePublicQRSVG(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var assetName string
+	var (
+		assetName string
+		chainID   uint64
+	)
 	if inv.IsFiat() {
 		q, perr := httpapi.Query(r)
 		if perr != nil {
@@ -957,12 +960,24 @@ func (s *Service) handlePublicQRSVG(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for name, vals := range q {
-			if name != "asset" || len(vals) != 1 {
+			if (name != "asset" && name != "chain_id") || len(vals) != 1 {
 				problem.Write(w, problem.OfField(problem.CodeUnknownParameter, name,
-					"qr.svg takes one parameter, asset, once"))
+					"qr.svg takes two parameters, asset and chain_id (when the quotes span chains), each once"))
 				return
 			}
-			assetName = vals[0]
+			if name == "asset" {
+				assetName = vals[0]
+				continue
+			}
+			var err error
+			if chainID, err = strconv.ParseUint(vals[0], 10, 64); err != nil || chainID == 0 {
+				problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "chain_id", "chain_id must be a chain id, e.g. 9000"))
+				return
+			}
+		}
+		if chainID != 0 && assetName == "" {
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "chain_id", "chain_id goes with asset: name the quoted asset on that chain"))
+			return
 		}
 	}
 	// What remains follows from the invoice alone (paid_wei, paid_value):
@@ -974,13 +989,13 @@ func (s *Service) handlePublicQRSVG(w http.ResponseWriter, r *http.Request) {
 	}
 	fallback := inv.PaymentURI
 	if assetName != "" {
-		quote, ok := quoteOf(inv, assetName)
+		quote, ok := quoteOf(inv, assetName, chainID)
 		if !ok {
-			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "asset", "asset must name one of the invoice's quoted assets"))
+			problem.Write(w, problem.OfField(problem.CodeInvalidParameter, "asset", "asset must name one of the invoice's quoted assets (on chain_id, when given)"))
 			return
 		}
 		for _, pq := range pf.Quotes {
-			if pq.Asset.Same(quote.Asset) {
+			if pq.Asset.Same(quote.Asset) && pq.ChainID == quote.ChainOf(inv.ChainID) {
 				uri = pq.PaymentURI
 			}
 		}

@@ -39,9 +39,34 @@ func (p *Pricing) QuoteFor(token *common.Address) (Quote, bool) {
 	return Quote{}, false
 }
 
+// QuoteOn returns the quote of the asset with this token (nil: the native
+// coin) on chain id, for an invoice on chain invoiceChain (a quote
+// without a chain is on the invoice's), and whether there is one.
+func (p *Pricing) QuoteOn(invoiceChain, id uint64, token *common.Address) (Quote, bool) {
+	if p == nil {
+		return Quote{}, false
+	}
+	for _, q := range p.Quotes {
+		if q.ChainOf(invoiceChain) == id && SameToken(q.Asset.Token(), token) {
+			return q, true
+		}
+	}
+	return Quote{}, false
+}
+
+// ChainOf is the chain q is paid on for an invoice on chain invoiceChain:
+// its own, or (a quote made before quotes named their chain) the
+// invoice's.
+func (q Quote) ChainOf(invoiceChain uint64) uint64 {
+	if q.ChainID == 0 {
+		return invoiceChain
+	}
+	return q.ChainID
+}
+
 // Validate checks what every stored pricing must hold: a price, at least
-// one quote, every quote for that price and a distinct asset, and a
-// tolerance in the price's currency.
+// one quote, every quote for that price and a distinct asset on its chain,
+// and a tolerance in the price's currency.
 func (p Pricing) Validate() error {
 	if p.Price.Currency.Code == "" || p.Price.IsZero() {
 		return errors.New("pricing: no price")
@@ -54,8 +79,8 @@ func (p Pricing) Validate() error {
 			return fmt.Errorf("pricing: quote %d is for %s, not %s", i, q.Price, p.Price)
 		}
 		for _, o := range p.Quotes[:i] {
-			if o.Asset.Same(q.Asset) {
-				return fmt.Errorf("pricing: two quotes for %s", q.Asset)
+			if o.Asset.Same(q.Asset) && o.ChainID == q.ChainID {
+				return fmt.Errorf("pricing: two quotes for %s on one chain", q.Asset)
 			}
 		}
 	}

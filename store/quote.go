@@ -31,6 +31,11 @@ var ErrNoQuote = errors.New("no quote for the payment's asset")
 // Its JSON form is the quote as the API shows it and as it is stored.
 type Quote struct {
 	Asset Asset `json:"asset"`
+	// ChainID is the chain the quote is paid on: an invoice accepts an
+	// asset on another chain than its own by a quote on that chain
+	// (docs/chains.md). 0 (every quote made before chains were quoted) is
+	// the invoice's chain; see Pricing.ChainOf.
+	ChainID uint64 `json:"chain_id,omitempty"`
 	// Amount is what the payer sends, in base units of Asset.
 	Amount Amount `json:"amount"`
 	// Price is the invoice's price that this quote covers.

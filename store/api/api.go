@@ -100,6 +100,9 @@ type Invoice struct {
 // Quote is a fiat invoice's locked quote in one asset: pay Amount base
 // units of Asset (rounded up: the least amount worth the price at Rate).
 type Quote struct {
+	// ChainID is the chain the quote is paid on: the invoice's, or another
+	// chain the invoice accepts the asset on.
+	ChainID         uint64       `json:"chain_id"`
 	Asset           store.Asset  `json:"asset"`
 	Amount          store.Amount `json:"amount"`
 	AmountFormatted string       `json:"amount_formatted"`
@@ -180,7 +183,7 @@ func NewInvoice(inv store.Invoice) Invoice {
 		}
 		out.Quotes = make([]Quote, len(p.Quotes))
 		for i, q := range p.Quotes {
-			out.Quotes[i] = NewQuote(q)
+			out.Quotes[i] = NewQuote(q, inv.ChainID)
 		}
 		if l := inv.LateValuation; l != nil {
 			out.LateValuation = &LateValuation{Locked: l.Locked, Current: l.Current, At: l.At.UTC()}
@@ -193,9 +196,9 @@ func NewInvoice(inv store.Invoice) Invoice {
 	return out
 }
 
-// NewQuote is a locked quote's JSON.
-func NewQuote(q store.Quote) Quote {
-	out := Quote{Asset: q.Asset, Amount: q.Amount, AmountFormatted: q.Asset.Format(q.Amount), Rate: q.Rate,
+// NewQuote is a locked quote's JSON, of an invoice on chain invoiceChain.
+func NewQuote(q store.Quote, invoiceChain uint64) Quote {
+	out := Quote{ChainID: q.ChainOf(invoiceChain), Asset: q.Asset, Amount: q.Amount, AmountFormatted: q.Asset.Format(q.Amount), Rate: q.Rate,
 		Pegged: q.Pegged, Stale: q.Stale, Sources: make([]QuoteSource, len(q.Sources)), PaymentURI: q.PaymentURI,
 		CreatedAt: q.CreatedAt.UTC(), ExpiresAt: q.ExpiresAt.UTC()}
 	for i, s := range q.Sources {
