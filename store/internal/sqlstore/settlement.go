@@ -67,7 +67,7 @@ func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64, to []c
 		return nil, err
 	}
 	var ts []store.InvoiceTx
-	err = s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
+	err = s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id, chain_id FROM (
 			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM transactions t WHERE t.chain_id = ? AND t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
@@ -83,7 +83,7 @@ func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uin
 		return nil, err
 	}
 	var ts []store.InvoiceTokenTransfer
-	err = s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
+	err = s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id, chain_id FROM (
 			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM token_transfers t WHERE t.chain_id = ? AND t.block_number = ?
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.tx_hash)
