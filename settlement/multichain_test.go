@@ -10,8 +10,9 @@ import (
 
 // Two chains in one database, one deposit address (derivation does not
 // depend on the chain): a payment indexed on chain 1337 credits only an
-// invoice of chain 1337; the same address paid on chain 10 is chain 10's
-// settlement's business, and credits an invoice of chain 10 there. Each
+// invoice of chain 1337; the same address paid on chain 1337 for an
+// invoice of chain 10 is a wrong-network payment, recorded on chain 1337
+// and never credited; paid on chain 10 it credits the invoice there. Each
 // chain's settlement keeps its own cursor and confirms on its own head.
 func TestSettle_TwoChainsOneDatabase_APaymentCreditsOnlyItsChainsInvoice(t *testing.T) {
 	stores(t, func(t *testing.T, st store.Store) {
@@ -20,14 +21,23 @@ func TestSettle_TwoChainsOneDatabase_APaymentCreditsOnlyItsChainsInvoice(t *test
 		onA := a.invoice(eth(1000))
 		onB := b.invoice(eth(1000), func(inv *store.Invoice) { inv.ChainID = 10 })
 
-		// Chain 1337 pays chain 10's invoice's address: not a payment of
-		// it here (a payment on the wrong network; the invoice stays
-		// PENDING on both chains' settlements).
+		// Chain 1337 pays chain 10's invoice's address: a payment on the
+		// wrong network, recorded on chain 1337, not credited (the
+		// invoice stays PENDING, flagged, one invoice.wrong_network).
 		a.mine(pay(onB.DepositAddress, eth(1000)))
 		sa, sb := a.settler(), b.settler()
 		a.sync(sa)
-		require.Equal(t, store.StatusPending, a.get(onB.ID).Status)
-		require.Empty(t, a.payments(onB.ID))
+		got := a.get(onB.ID)
+		require.Equal(t, store.StatusPending, got.Status)
+		require.True(t, got.PaidWei.IsZero())
+		require.True(t, got.NeedsAttention)
+		wrong := a.payments(onB.ID)
+		require.Len(t, wrong, 1)
+		require.EqualValues(t, 1337, wrong[0].ChainID)
+		require.True(t, wrong[0].WrongNetwork)
+		require.Equal(t, []string{store.EventInvoiceWrongNetwork}, a.events(onB.ID))
+		b.sync(sb)
+		require.Equal(t, []string{store.EventInvoiceWrongNetwork}, a.events(onB.ID), "chain 10's settlement does not see chain 1337's payment")
 
 		// Chain 10 pays it: credited, by chain 10's settlement only.
 		b.mine(pay(onB.DepositAddress, eth(1000)))
@@ -35,7 +45,8 @@ func TestSettle_TwoChainsOneDatabase_APaymentCreditsOnlyItsChainsInvoice(t *test
 		require.Equal(t, store.StatusPending, a.get(onB.ID).Status, "chain 1337's settlement does not read chain 10")
 		b.sync(sb)
 		require.Equal(t, store.StatusPaid, b.get(onB.ID).Status)
-		require.Len(t, b.payments(onB.ID), 1)
+		require.Equal(t, eth(1000).String(), b.get(onB.ID).PaidWei.String())
+		require.Len(t, b.payments(onB.ID), 2, "the wrong-network payment and chain 10's")
 
 		// Chain 1337's own invoice is paid on chain 1337.
 		a.mine(pay(onA.DepositAddress, eth(1000)))
