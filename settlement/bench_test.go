@@ -180,9 +180,9 @@ func seedChain(b *testing.B, st *postgres.Store, merchantID int64, n int, chain 
 		FROM generate_series(0, 2 * $4 - 1) AS i`, merchantID, t0.Add(24*time.Hour), t0, n, chain, prefix, first)
 	require.NoError(b, err)
 	_, err = st.DB().ExecContext(ctx, `INSERT INTO payments (invoice_id, tx_hash, log_index, block_number, block_hash, from_address,
-			amount_wei, created_at)
+			amount_wei, created_at, chain_id)
 		SELECT id, decode(md5('t' || id) || md5('u' || id), 'hex'), -1, 0, decode(md5('b') || md5('c'), 'hex'),
-			decode(left(md5('f' || id), 40), 'hex'), amount_wei, $2
+			decode(left(md5('f' || id), 40), 'hex'), amount_wei, $2, chain_id
 		FROM invoices WHERE merchant_id = $1 AND status = 'SETTLED' AND chain_id = $3`, merchantID, t0, chain)
 	require.NoError(b, err)
 	// As the invoice API leaves it: the counter past every index given.

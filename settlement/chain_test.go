@@ -30,14 +30,19 @@ type simChain struct {
 	client simulated.Client
 	key    *ecdsa.PrivateKey
 	signer types.Signer
+	id     int64 // the chain id
 }
 
-func newSimChain(t *testing.T) *simChain {
+func newSimChain(t *testing.T) *simChain { return newSimChainID(t, 1337) }
+
+// newSimChainID is a simulated chain with chain id id.
+func newSimChainID(t *testing.T, id int64) *simChain {
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
-	b := simchain.New(t, types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: balance}})
-	return &simChain{t: t, b: b, client: b.Client(), key: key, signer: types.LatestSignerForChainID(big.NewInt(1337))}
+	b := simchain.New(t, types.GenesisAlloc{crypto.PubkeyToAddress(key.PublicKey): {Balance: balance}},
+		simchain.WithChainID(uint64(id)))
+	return &simChain{t: t, b: b, client: b.Client(), key: key, signer: types.LatestSignerForChainID(big.NewInt(id)), id: id}
 }
 
 func (c *simChain) nonce() uint64 {
@@ -71,7 +76,7 @@ func (c *simChain) waitPending(nonce uint64, h common.Hash) {
 
 func (c *simChain) trySend(nonce uint64, to *common.Address, wei store.Amount, tip int64) (common.Hash, error) {
 	c.t.Helper()
-	data := &types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: nonce, To: to, Value: wei.Big(), Gas: 60000,
+	data := &types.DynamicFeeTx{ChainID: big.NewInt(c.id), Nonce: nonce, To: to, Value: wei.Big(), Gas: 60000,
 		GasTipCap: big.NewInt(tip * params.GWei), GasFeeCap: big.NewInt(10 * tip * params.GWei)}
 	if to == nil {
 		data.Data = []byte{0x60, 0x00, 0x60, 0x00, 0xf3}

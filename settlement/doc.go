@@ -20,7 +20,11 @@
 // indexer recorded count the same way toward invoices in that token; a
 // payment in another asset than its invoice's is recorded as wrong_asset,
 // never counted, and flags the invoice (invoice.wrong_asset; see
-// docs/tokens.md). An invoice priced in a fiat currency counts a payment
+// docs/tokens.md). A deposit address is the same on every chain: a
+// Settler on chain X also finds deposits to the addresses of invoices of
+// other chains, and records each as a wrong_network payment on chain X,
+// never counted, flagging the invoice (invoice.wrong_network; see
+// docs/chains.md). An invoice priced in a fiat currency counts a payment
 // in any asset it quoted, valued at that quote (Config.Valuer values money
 // that arrives after its late window at today's rates too;
 // docs/pricing.md). The cursor's

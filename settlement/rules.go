@@ -32,15 +32,16 @@ func sumPayments(ps []store.Payment) store.Amount {
 	return sum
 }
 
-// counted returns the payments that count toward their invoice: those in
-// the invoice's asset. A payment in another asset (WrongAsset) is
-// recorded but never counted.
+// counted returns the payments that count toward their invoice
+// (store.Payment.Counted): those in the invoice's asset, on the invoice's
+// chain. A payment in another asset (WrongAsset) or on another chain
+// (WrongNetwork) is recorded but never counted.
 func counted(ps []store.Payment) []store.Payment {
 	for i, p := range ps {
-		if p.WrongAsset {
+		if !p.Counted() {
 			out := append([]store.Payment(nil), ps[:i]...)
 			for _, q := range ps[i+1:] {
-				if !q.WrongAsset {
+				if q.Counted() {
 					out = append(out, q)
 				}
 			}
@@ -206,6 +207,30 @@ func applyWrongAsset(inv store.Invoice, now time.Time) (store.Invoice, string) {
 	next.NeedsAttention = true
 	next.UpdatedAt = now
 	return next, store.EventInvoiceWrongAsset
+}
+
+// applyWrongNetwork is the invoice after a payment to its deposit address
+// arrived on another chain than its own (the address is the same on every
+// chain): the payment is recorded on the chain it arrived on but not
+// counted, and the invoice is flagged needs_attention with its status and
+// totals untouched (invoice.wrong_network). The money stays at the deposit
+// address on that chain.
+func applyWrongNetwork(inv store.Invoice, now time.Time) (store.Invoice, string) {
+	next := inv
+	next.NeedsAttention = true
+	next.UpdatedAt = now
+	return next, store.EventInvoiceWrongNetwork
+}
+
+// applyRevertWrongNetwork is the invoice after a reorg of another chain
+// removed only wrong-network payments of it: they never counted, so its
+// status, totals, sweep and confirmations stay as they are (its own
+// chain's payments are untouched); the event says what happened
+// (invoice.reverted) and needs_attention stays for an operator.
+func applyRevertWrongNetwork(inv store.Invoice, now time.Time) (store.Invoice, string) {
+	next := inv
+	next.UpdatedAt = now
+	return next, store.EventInvoiceReverted
 }
 
 // sweepStarted reports whether the sweep may have moved money: anything

@@ -206,7 +206,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 				continue
 			}
 			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], incoming{tx: t.Hash, log: store.NativeLogIndex,
-				from: t.From, value: t.ValueWei})
+				from: t.From, value: t.ValueWei, chain: t.ChainID})
 		}
 		for _, t := range transfers {
 			if t.Value.IsZero() || t.BlockHash != b.Hash {
@@ -214,7 +214,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			}
 			token := t.Token
 			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], incoming{tx: t.TxHash, log: t.LogIndex,
-				from: t.From, value: t.Value, token: &token})
+				from: t.From, value: t.Value, token: &token, chain: t.ChainID})
 		}
 		if len(byInvoice) > 0 {
 			ids := make([]int64, 0, len(byInvoice))
@@ -232,19 +232,27 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			}
 			paid := groupPayments(existing)
 			var fresh []store.Payment
-			rightAsset, wrongAsset := map[int64]bool{}, map[int64][]store.Payment{}
+			rightAsset, wrongAsset, wrongNetwork := map[int64]bool{}, map[int64][]store.Payment{}, map[int64][]store.Payment{}
 			for _, inv := range invs {
 				late := inv.Status == store.StatusExpired
 				for _, in := range byInvoice[inv.ID] {
 					p := store.Payment{InvoiceID: inv.ID, TxHash: in.tx, LogIndex: in.log,
 						BlockNumber: n, BlockHash: b.Hash, From: in.from, AmountWei: in.value,
-						Late: late, CreatedAt: now, Token: in.token,
-						WrongAsset: !inv.Accepts(in.token)}
+						Late: late, CreatedAt: now, Token: in.token, ChainID: in.chain}
+					// The deposit address is the same on every chain: money
+					// sent to it on this chain for an invoice of another is
+					// a wrong-network payment (its asset is this chain's,
+					// not to be judged against the invoice's chain's).
+					p.WrongNetwork = in.chain != inv.ChainID
+					p.WrongAsset = !p.WrongNetwork && !inv.Accepts(in.token)
 					fresh = append(fresh, p)
 					paid[inv.ID] = append(paid[inv.ID], p)
-					if p.WrongAsset {
+					switch {
+					case p.WrongNetwork:
+						wrongNetwork[inv.ID] = append(wrongNetwork[inv.ID], p)
+					case p.WrongAsset:
 						wrongAsset[inv.ID] = append(wrongAsset[inv.ID], p)
-					} else {
+					default:
 						rightAsset[inv.ID] = true
 					}
 				}
@@ -272,7 +280,12 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					updated, event = applyWrongAsset(updated, now)
 					events = append(events, event)
 				}
-				w.addWrong(inv, updated, wrongAsset[inv.ID], events...)
+				if len(wrongNetwork[inv.ID]) > 0 {
+					var event string
+					updated, event = applyWrongNetwork(updated, now)
+					events = append(events, event)
+				}
+				w.addWrong(inv, updated, uncounted{asset: wrongAsset[inv.ID], network: wrongNetwork[inv.ID]}, events...)
 				w.withPayments(paid[inv.ID])
 			}
 			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
@@ -356,15 +369,23 @@ func groupPayments(ps []store.Payment) map[int64][]store.Payment {
 	return out
 }
 
-// incoming is money that arrived at a deposit address in a block: a
-// native-coin transaction (token nil, log NativeLogIndex) or a token
-// transfer.
+// incoming is money that arrived at a deposit address in a block of
+// chain: a native-coin transaction (token nil, log NativeLogIndex) or a
+// token transfer.
 type incoming struct {
 	tx    common.Hash
 	log   int
 	from  common.Address
 	value store.Amount
 	token *common.Address
+	chain uint64
+}
+
+// uncounted are the payments of one block that flag an invoice without
+// counting toward it: in another asset (invoice.wrong_asset) and on
+// another chain (invoice.wrong_network).
+type uncounted struct {
+	asset, network []store.Payment
 }
 
 // writes are the invoice changes of one transaction, each with the events
@@ -373,9 +394,9 @@ type writes struct {
 	old     []store.Invoice
 	updated []*store.Invoice
 	events  [][]string
-	// wrong holds, for an invoice.wrong_asset event, the payments in
-	// another asset that caused it (parallel to updated).
-	wrong [][]store.Payment
+	// wrong holds, for an invoice.wrong_asset or invoice.wrong_network
+	// event, the payments that caused it (parallel to updated).
+	wrong []uncounted
 	// payments holds every payment of a fiat invoice (parallel to
 	// updated): its events list them, each with its value.
 	payments [][]store.Payment
@@ -391,12 +412,12 @@ func (w *writes) withPayments(ps []store.Payment) {
 }
 
 func (w *writes) add(old, updated store.Invoice, events ...string) {
-	w.addWrong(old, updated, nil, events...)
+	w.addWrong(old, updated, uncounted{}, events...)
 }
 
-// addWrong is add with the wrong-asset payments an invoice.wrong_asset
-// event among events names.
-func (w *writes) addWrong(old, updated store.Invoice, wrong []store.Payment, events ...string) {
+// addWrong is add with the payments an invoice.wrong_asset or
+// invoice.wrong_network event among events names.
+func (w *writes) addWrong(old, updated store.Invoice, wrong uncounted, events ...string) {
 	events = slices.DeleteFunc(events, func(e string) bool { return e == "" })
 	if len(events) == 0 {
 		return
@@ -434,11 +455,21 @@ func (s *Settler) write(ctx context.Context, tx store.Tx, step string, w writes,
 			if typ == store.EventInvoiceWrongAsset {
 				// What arrived: the asset, amount and transaction of each
 				// payment in another asset.
-				ps := make([]api.Payment, len(w.wrong[i]))
-				for j, p := range w.wrong[i] {
+				ps := make([]api.Payment, len(w.wrong[i].asset))
+				for j, p := range w.wrong[i].asset {
 					ps[j] = api.NewPayment(p, s.cfg.Assets...)
 				}
 				extra["wrong_asset_payments"] = ps
+			}
+			if typ == store.EventInvoiceWrongNetwork {
+				// What arrived, and on which chain: the asset (by its
+				// token address there), amount and transaction of each
+				// payment on another chain than the invoice's.
+				ps := make([]api.Payment, len(w.wrong[i].network))
+				for j, p := range w.wrong[i].network {
+					ps[j] = api.NewPayment(p)
+				}
+				extra["wrong_network_payments"] = ps
 			}
 			if inv.IsFiat() && i < len(w.payments) && len(w.payments[i]) > 0 {
 				// A fiat invoice's events list its payments with their
@@ -480,8 +511,10 @@ func (s *Settler) record(ctx context.Context, changes []change) {
 
 // revert undoes the processed blocks that are no longer canonical: it
 // walks back from cur to the highest processed block still in the indexed
-// chain, deletes the payments above it, recomputes the invoices they paid
-// (invoice.reverted) and moves the cursor back, in one transaction. It
+// chain, deletes this chain's payments above it, recomputes the invoices
+// they paid (invoice.reverted; an invoice of another chain that lost only
+// wrong-network payments keeps its state) and moves the cursor back, in
+// one transaction. It
 // reports false when cur turned out to be canonical after all.
 func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, bool, error) {
 	top := cur.BlockNumber
@@ -561,10 +594,15 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 		if err != nil {
 			return err
 		}
-		left := groupPayments(remaining)
+		left, gone := groupPayments(remaining), groupPayments(removed)
 		var w writes
 		for _, inv := range invs {
 			updated, event := applyRevert(inv, left[inv.ID], now)
+			if !slices.ContainsFunc(gone[inv.ID], func(p store.Payment) bool { return !p.WrongNetwork }) {
+				// This chain's reorg removed only payments of an invoice of
+				// another chain: its own chain's payments decide its state.
+				updated, event = applyRevertWrongNetwork(inv, now)
+			}
 			w.add(inv, updated, event)
 			w.withPayments(left[inv.ID])
 		}

@@ -67,6 +67,9 @@ type IdentityStore interface {
 type InvoiceTx struct {
 	Transaction
 	InvoiceID int64 `db:"invoice_id"`
+	// ChainID is the chain of the transaction (the handle's); the
+	// invoice's may be another (a wrong-network payment).
+	ChainID uint64 `db:"chain_id"`
 }
 
 // CursorStore stores named chain cursors.

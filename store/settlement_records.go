@@ -29,7 +29,23 @@ type Payment struct {
 	// invoice): it is recorded and flags the invoice, but never counts
 	// toward it.
 	WrongAsset bool `db:"wrong_asset" json:"wrong_asset,omitempty"`
+	// ChainID is the chain the payment arrived on: the chain of the store
+	// handle that recorded it (InsertPayment and InsertPayments set it).
+	// A deposit address is the same on every chain, so it may differ from
+	// the invoice's chain: then WrongNetwork is true.
+	ChainID uint64 `db:"chain_id" json:"chain_id"`
+	// WrongNetwork is true for a payment that arrived on another chain
+	// than its invoice's: like a wrong asset it is recorded, flags the
+	// invoice (invoice.wrong_network) and never counts toward it; the
+	// money sits at the deposit address on ChainID.
+	WrongNetwork bool `db:"wrong_network" json:"wrong_network,omitempty"`
 }
+
+// Counted reports whether p counts toward its invoice: in an asset the
+// invoice accepts (not WrongAsset) and on the invoice's chain (not
+// WrongNetwork). Only counted payments add to paid_wei, decide the status
+// and the under/over flags, and wait for confirmations.
+func (p Payment) Counted() bool { return !p.WrongAsset && !p.WrongNetwork }
 
 // NativeLogIndex is the LogIndex of a native-coin payment (no log).
 const NativeLogIndex = -1
@@ -50,6 +66,12 @@ const (
 	// counted, and the invoice flagged NeedsAttention; sweep moves it to
 	// the merchant.
 	EventInvoiceWrongAsset = "invoice.wrong_asset"
+	// EventInvoiceWrongNetwork: a payment arrived at the invoice's deposit
+	// address on another chain than the invoice's (the address is the
+	// same on every chain). It is recorded on the chain it arrived on,
+	// never counted, and the invoice flagged NeedsAttention; the money
+	// stays at the deposit address on that chain.
+	EventInvoiceWrongNetwork = "invoice.wrong_network"
 )
 
 // PendingInvoiceTx is an indexed transaction to the deposit address of a

@@ -9,12 +9,17 @@ import (
 
 // PaymentStore stores payments matched to invoices.
 type PaymentStore interface {
-	// InsertPayment inserts p and sets p.ID. ErrConflict when (tx hash, log
-	// index) is already recorded.
+	// InsertPayment inserts p as a payment that arrived on the handle's
+	// chain, and sets p.ID and p.ChainID. ErrConflict when (tx hash, log
+	// index) is already recorded on that chain.
 	InsertPayment(ctx context.Context, p *Payment) error
+	// ListPaymentsByInvoice returns the invoice's payments of every chain
+	// (a wrong-network payment is on another chain than the invoice's;
+	// Payment.Counted tells which count), by block number and id.
 	ListPaymentsByInvoice(ctx context.Context, invoiceID int64) ([]Payment, error)
-	// DeletePaymentsFromBlock removes the payments in blocks ≥ number (a
-	// reorg) and returns them.
+	// DeletePaymentsFromBlock removes the handle's chain's payments in
+	// blocks ≥ number (a reorg of that chain), whatever their invoice's
+	// chain, and returns them.
 	DeletePaymentsFromBlock(ctx context.Context, number uint64) ([]Payment, error)
 }
 
@@ -45,7 +50,9 @@ type SettlementStore interface {
 	CompareAndSetCursor(ctx context.Context, name string, old *Cursor, next Cursor) error
 	// ListInvoiceTxsInBlock returns the transactions of block number with
 	// a value whose recipient is an invoice's deposit address, with that
-	// invoice's id, in index order. With to non-nil, only transactions to
+	// invoice's id, in index order. The invoice may be of any chain: a
+	// deposit address is the same on every chain, and a payment to an
+	// invoice of another chain is a wrong-network payment. With to non-nil, only transactions to
 	// those recipients are considered (none when to is empty). Unlike a
 	// join that the planner may turn into a scan of every invoice, it
 	// probes the deposit-address index once per transaction considered:
@@ -79,12 +86,14 @@ type SettlementStore interface {
 	// PostgreSQL locks their rows until the transaction ends (in id order,
 	// so that concurrent callers cannot deadlock). Missing ids are left out.
 	GetInvoicesForUpdate(ctx context.Context, ids []int64) ([]Invoice, error)
-	// ListPaymentsByInvoices returns the payments of these invoices,
-	// ordered by invoice id, block number and id.
+	// ListPaymentsByInvoices returns the payments of these invoices, of
+	// every chain (Payment.Counted tells which count), ordered by invoice
+	// id, block number and id.
 	ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]Payment, error)
-	// InsertPayments records payments in bulk (COPY on PostgreSQL). It does
-	// not set their ids. ErrConflict when one (tx hash, log index) is
-	// already recorded; use inside InTx, which then rolls back.
+	// InsertPayments records payments that arrived on the handle's chain
+	// in bulk (COPY on PostgreSQL), and sets their ChainID. It does not
+	// set their ids. ErrConflict when one (tx hash, log index) is already
+	// recorded on that chain; use inside InTx, which then rolls back.
 	InsertPayments(ctx context.Context, ps []Payment) error
 	// UpdateInvoiceStates writes the fields settlement owns — status,
 	// paid_wei, underpaid, overpaid, paid_late, needs_attention, paid_at,
@@ -97,8 +106,9 @@ type SettlementStore interface {
 	// InsertEvents writes outbox events in bulk (COPY on PostgreSQL). It
 	// does not set their ids.
 	InsertEvents(ctx context.Context, evs []Event) error
-	// ListConfirmable returns the ids of up to limit PAID invoices none of
-	// whose counted payments (WrongAsset false) is in a block above
+	// ListConfirmable returns the ids of up to limit PAID invoices of the
+	// handle's chain none of whose counted payments (Payment.Counted: in
+	// an accepted asset, on the invoice's chain) is in a block above
 	// maxBlock, by id: the invoices whose confirmations must be recomputed
 	// when the head reaches maxBlock + threshold. An indexed lookup of PAID invoices, never a
 	// scan of all invoices.

@@ -38,4 +38,7 @@ func (t TokenTransfer) MarshalJSON() ([]byte, error) {
 type InvoiceTokenTransfer struct {
 	TokenTransfer
 	InvoiceID int64 `db:"invoice_id"`
+	// ChainID is the chain of the transfer (the handle's); the invoice's
+	// may be another (a wrong-network payment).
+	ChainID uint64 `db:"chain_id"`
 }

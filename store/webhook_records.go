@@ -26,7 +26,7 @@ const (
 // payout's, OutboundEventTypes).
 func EventTypes() []string {
 	return append([]string{
-		EventInvoiceUnderpaid, EventInvoicePaid, EventInvoiceOverpaid, EventInvoiceWrongAsset,
+		EventInvoiceUnderpaid, EventInvoicePaid, EventInvoiceOverpaid, EventInvoiceWrongAsset, EventInvoiceWrongNetwork,
 		EventInvoiceConfirmed, EventInvoiceSettled, EventInvoiceExpired, EventInvoiceLatePayment,
 		EventInvoiceReverted, EventInvoiceSweepFailed,
 	}, append(OutboundEventTypes(), EventSettlementAddressChanged)...)

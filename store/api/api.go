@@ -267,7 +267,8 @@ func NewMerchant(m store.Merchant) Merchant {
 // Payment is a payment to an invoice: its transaction (and the Transfer
 // log of a token payment), the asset that arrived, the amount in that
 // asset's base units and formatted, its block, and whether it counts
-// toward the invoice (a payment in another asset never does).
+// toward the invoice (a payment in another asset, or on another chain,
+// never does).
 type Payment struct {
 	TxHash          common.Hash           `json:"tx_hash"`
 	LogIndex        *int                  `json:"log_index,omitempty"`
@@ -278,7 +279,14 @@ type Payment struct {
 	BlockNumber     uint64                `json:"block_number"`
 	Late            bool                  `json:"late"`
 	WrongAsset      bool                  `json:"wrong_asset"`
-	SeenAt          time.Time             `json:"seen_at"`
+	// WrongNetwork: the payment arrived on another chain than the
+	// invoice's, ChainID (both absent for a payment on the invoice's
+	// chain). Its asset is named by its token address on that chain
+	// alone (the native coin: 18 decimals, no symbol), and BlockNumber is
+	// that chain's.
+	WrongNetwork bool      `json:"wrong_network,omitempty"`
+	ChainID      uint64    `json:"chain_id,omitempty"`
+	SeenAt       time.Time `json:"seen_at"`
 	// Value is what the payment is worth at its fiat invoice's locked
 	// quote of its asset, rounded down (absent for a payment in an asset
 	// the invoice did not quote, and on invoices priced in their asset).
@@ -297,6 +305,11 @@ func NewPayment(p store.Payment, assets ...store.Asset) Payment {
 		out.LogIndex = &li
 	}
 	out.Asset = store.Asset{Address: p.Token}
+	if p.WrongNetwork {
+		// The service's assets are the invoice's chain's: a token address
+		// or the native coin of another chain is not one of them.
+		out.WrongNetwork, out.ChainID, assets = true, p.ChainID, nil
+	}
 	known := false
 	for _, a := range assets {
 		if store.SameToken(a.Token(), p.Token) {
@@ -330,7 +343,7 @@ func NewPayments(inv store.Invoice, ps []store.Payment, assets ...store.Asset) [
 	out := make([]Payment, len(ps))
 	for i, p := range ps {
 		out[i] = NewPayment(p, assets...)
-		if q, ok := inv.Pricing.QuoteFor(p.Token); ok && !p.WrongAsset {
+		if q, ok := inv.Pricing.QuoteFor(p.Token); ok && p.Counted() {
 			if v, err := q.Value(p.AmountWei); err == nil {
 				out[i].Value = &v
 			}
@@ -341,7 +354,8 @@ func NewPayments(inv store.Invoice, ps []store.Payment, assets ...store.Asset) [
 
 // InvoiceEvent returns the event of type typ about inv, its data the
 // invoice's JSON at this moment (what the webhook delivers). extra members
-// join the invoice's (invoice.wrong_asset adds wrong_asset_payments).
+// join the invoice's (invoice.wrong_asset adds wrong_asset_payments,
+// invoice.wrong_network wrong_network_payments).
 func InvoiceEvent(typ string, inv store.Invoice, at time.Time, extra map[string]any) (store.Event, error) {
 	data, err := json.Marshal(NewInvoice(inv))
 	if err != nil {

@@ -101,6 +101,28 @@ func TestPayment_JSON_Golden(t *testing.T) {
 		api.NewPayment(unknown, assets...)})
 }
 
+// A payment on the invoice's chain shows no chain (its JSON is what it
+// was); a wrong-network payment shows wrong_network and the chain it
+// arrived on, its asset named by its token address alone — the service's
+// assets are the invoice's chain's (the native coin: 18 decimals, no
+// symbol).
+func TestPayment_WrongNetwork_JSON_Golden(t *testing.T) {
+	tx := common.HexToHash("0xffa42247a0a6131600f02a4ed9f719e102ef42f057db02dd5f86bca0660ab335")
+	from := common.HexToAddress("0xc6fe5d33615a1c52c08018c47e8bc53646a0e101")
+	own := store.Payment{InvoiceID: 7, TxHash: tx, LogIndex: store.NativeLogIndex, BlockNumber: 81, ChainID: 1337,
+		From: from, AmountWei: store.MustParseAmount("500000000000000000"), CreatedAt: at}
+	wrong := own
+	wrong.ChainID, wrong.WrongNetwork = 1338, true
+	wrongToken := wrong
+	wrongToken.LogIndex, wrongToken.Token, wrongToken.AmountWei = 2, &usdc, store.NewAmount(777)
+	assets := []store.Asset{store.NativeAsset("ETH"), {Symbol: "USDC", Address: &usdc, Decimals: 6}}
+	got := []api.Payment{api.NewPayment(own, assets...), api.NewPayment(wrong, assets...), api.NewPayment(wrongToken, assets...)}
+	require.Equal(t, "ETH", got[0].Asset.Symbol)
+	require.Empty(t, got[1].Asset.Symbol)
+	require.Empty(t, got[2].AmountFormatted, "another chain's token: no decimals known")
+	golden(t, "payments_wrong_network", got)
+}
+
 // An event's data is the invoice's JSON, with the members an event adds.
 func TestInvoiceEvent_DataIsTheInvoiceJSON(t *testing.T) {
 	inv := invoiceRow()

@@ -18,6 +18,7 @@ func multiChainTests() []test {
 		{"MultiChain_NamedLocksPerChain", testLocksPerChain},
 		{"MultiChain_MoneyOutPerChain", testMoneyOutPerChain},
 		{"MultiChain_ServiceWalletOpenedPerChain", testWalletOpenedPerChain},
+		{"MultiChain_WrongNetworkPayments", testWrongNetworkPayments},
 	}
 }
 
@@ -258,4 +259,158 @@ func testWalletOpenedPerChain(t *testing.T, st store.Store) {
 	got, err = a.GetServiceWallet(ctx, w.Address)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), *got.LedgerFromBlock)
+}
+
+// A payment carries the chain it arrived on, that of the handle that
+// recorded it: the deposit address of an invoice of chain 1337 paid on
+// chain 10 is found by chain 10's block reads and recorded there as a
+// wrong-network payment. The same transaction hash and log index are one
+// payment per chain; a reorg of one chain deletes only that chain's
+// payments; the ledger entry is on the payment's chain; confirmations
+// wait only for the invoice's own chain's counted payments; a flagged
+// invoice is never archived.
+func testWrongNetworkPayments(t *testing.T, st store.Store) {
+	a, b := st.Chain(1337), st.Chain(10)
+	m := newMerchant(t, st)
+	inv := newInvoice(t, a, m.ID) // an invoice of chain 1337
+
+	// Chain 10's block 5 pays the invoice's deposit address; so does
+	// chain 1337's block 5.
+	for _, c := range []store.Store{a, b} {
+		blk := store.Block{Number: 5, Hash: randHash(), Timestamp: 1_700_000_000, Miner: randAddr(),
+			GasLimit: 30_000_000, IndexedAt: now()}
+		to := inv.DepositAddress
+		tx := store.Transaction{Hash: randHash(), BlockNumber: 5, BlockHash: blk.Hash, From: randAddr(), To: &to,
+			ValueWei: store.NewAmount(7), Gas: 21000, Type: 2, Input: []byte{}}
+		require.NoError(t, c.InsertBlocks(ctx, []store.Block{blk}, []store.Transaction{tx}))
+	}
+	found, err := b.ListInvoiceTxsInBlock(ctx, 5, nil)
+	require.NoError(t, err)
+	require.Len(t, found, 1, "chain 10's block reads find the deposit address of chain 1337's invoice")
+	require.Equal(t, inv.ID, found[0].InvoiceID)
+	require.EqualValues(t, 10, found[0].ChainID, "the transaction's chain")
+	found, err = b.ListInvoiceTxsInBlock(ctx, 5, []common.Address{inv.DepositAddress})
+	require.NoError(t, err)
+	require.Len(t, found, 1, "restricted to the recipient too")
+	own, err := a.ListInvoiceTxsInBlock(ctx, 5, nil)
+	require.NoError(t, err)
+	require.Len(t, own, 1)
+	require.EqualValues(t, 1337, own[0].ChainID)
+
+	// One transaction hash and log index, one payment per chain.
+	hash := randHash()
+	onA := store.Payment{InvoiceID: inv.ID, TxHash: hash, LogIndex: store.NativeLogIndex, BlockNumber: 5,
+		BlockHash: randHash(), From: randAddr(), AmountWei: store.NewAmount(1_000), CreatedAt: now()}
+	require.NoError(t, a.InsertPayment(ctx, &onA))
+	require.EqualValues(t, 1337, onA.ChainID, "the store records the handle's chain")
+	onB := onA
+	onB.ID, onB.ChainID, onB.WrongNetwork, onB.AmountWei, onB.BlockNumber = 0, 0, true, store.NewAmount(7), 5
+	require.NoError(t, b.InsertPayments(ctx, []store.Payment{onB}), "the same hash and log index on another chain")
+	again := onA
+	again.ID = 0
+	require.ErrorIs(t, a.InsertPayment(ctx, &again), store.ErrConflict, "twice on one chain is a conflict")
+	unbound := onA
+	unbound.ID, unbound.TxHash = 0, randHash()
+	require.ErrorIs(t, st.Chain(0).InsertPayment(ctx, &unbound), store.ErrNoChain)
+	require.ErrorIs(t, st.Chain(0).InsertPayments(ctx, []store.Payment{unbound}), store.ErrNoChain)
+
+	ps, err := a.ListPaymentsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 2, "an invoice's payments of every chain")
+	byChain := map[uint64]store.Payment{}
+	for _, p := range ps {
+		byChain[p.ChainID] = p
+	}
+	require.False(t, byChain[1337].WrongNetwork)
+	require.True(t, byChain[1337].Counted())
+	require.True(t, byChain[10].WrongNetwork)
+	require.False(t, byChain[10].Counted(), "a wrong-network payment never counts")
+	batch, err := b.ListPaymentsByInvoices(ctx, []int64{inv.ID})
+	require.NoError(t, err)
+	require.Len(t, batch, 2)
+
+	// The ledger: each payment's entry on the chain it arrived on.
+	for _, c := range []struct {
+		st     store.Store
+		chain  uint64
+		amount string
+	}{{a, 1337, "1000"}, {b, 10, "7"}} {
+		es, err := c.st.ScanLedgerEntries(ctx, store.LedgerScan{MaxBlock: 100, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, es, 1, "chain %d's ledger holds its own payment", c.chain)
+		require.Equal(t, store.LedgerPayment, es[0].Kind)
+		require.Equal(t, c.chain, es[0].ChainID)
+		require.Equal(t, c.amount, es[0].Amount.String())
+		require.Equal(t, inv.DepositAddress, *es[0].To, "money at the deposit address on chain %d", c.chain)
+		require.Equal(t, m.ID, *es[0].MerchantID)
+	}
+
+	// Confirmations: a PAID invoice of chain 1337 waits for its counted
+	// payment at block 5 only, not for a wrong-network payment high on
+	// chain 10; chain 10 lists none of chain 1337's invoices.
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
+		invs, err := tx.GetInvoicesForUpdate(ctx, []int64{inv.ID})
+		if err != nil {
+			return err
+		}
+		invs[0].Status = store.StatusPaid
+		return tx.UpdateInvoiceStates(ctx, []*store.Invoice{&invs[0]})
+	}))
+	high := onA
+	high.ID, high.TxHash, high.BlockNumber, high.WrongNetwork = 0, randHash(), 500, true
+	require.NoError(t, b.InsertPayment(ctx, &high))
+	ids, err := a.ListConfirmable(ctx, 10, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{inv.ID}, ids, "the wrong-network payment at block 500 of chain 10 holds nothing back")
+	ids, err = a.ListConfirmableSince(ctx, 4, 10, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{inv.ID}, ids)
+	ids, err = a.ListConfirmableSince(ctx, 100, 1000, 10)
+	require.NoError(t, err)
+	require.Empty(t, ids, "chain 1337's block range holds no payment of it: chain 10's block 500 is not chain 1337's")
+	ids, err = b.ListConfirmable(ctx, 1000, 10)
+	require.NoError(t, err)
+	require.Empty(t, ids, "chain 10 confirms its own invoices only")
+
+	// A reorg of chain 10 from block 5 deletes chain 10's payments only,
+	// and reverses their ledger entries on chain 10.
+	gone, err := b.DeletePaymentsFromBlock(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, gone, 2)
+	for _, p := range gone {
+		require.EqualValues(t, 10, p.ChainID)
+		require.True(t, p.WrongNetwork)
+	}
+	ps, err = a.ListPaymentsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, ps, 1, "chain 1337's payment at the same block number stays")
+	require.Equal(t, onA.ID, ps[0].ID)
+	es, err := b.ScanLedgerEntries(ctx, store.LedgerScan{MaxBlock: 1000, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, es, 4, "chain 10: two entries and their reversals")
+	for _, e := range es {
+		require.EqualValues(t, 10, e.ChainID)
+	}
+	es, err = a.ScanLedgerEntries(ctx, store.LedgerScan{MaxBlock: 1000, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, es, 1, "chain 1337's ledger untouched")
+
+	// An expired invoice that only ever got a wrong-network payment is
+	// flagged, and a flagged invoice is never archived.
+	old := newInvoice(t, a, m.ID, func(i *store.Invoice) {
+		i.Status, i.NeedsAttention, i.CreatedAt = store.StatusExpired, true, now().Add(-400*24*time.Hour)
+	})
+	stray := store.Payment{InvoiceID: old.ID, TxHash: randHash(), LogIndex: store.NativeLogIndex, BlockNumber: 9,
+		BlockHash: randHash(), From: randAddr(), AmountWei: store.NewAmount(3), CreatedAt: now(), WrongNetwork: true}
+	require.NoError(t, b.InsertPayment(ctx, &stray))
+	clean := newInvoice(t, a, m.ID, func(i *store.Invoice) {
+		i.Status, i.CreatedAt = store.StatusExpired, now().Add(-400*24*time.Hour)
+	})
+	moved, err := st.ArchiveInvoices(ctx, now().Add(-365*24*time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved, "the unflagged expired invoice only")
+	_, err = st.GetInvoice(ctx, old.ID)
+	require.NoError(t, err, "the invoice with a wrong-network payment stays")
+	_, err = st.GetInvoice(ctx, clean.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

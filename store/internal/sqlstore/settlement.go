@@ -58,14 +58,17 @@ func casResult(res interface{ RowsAffected() (int64, error) }, name string) erro
 // The sweep's own transactions to a deposit address (the gas it sends
 // there before sweeping) are not payments: every one is in sweep_txs before
 // it is broadcast, so none is ever indexed without being recognised.
+// The invoice may be of any chain (a deposit address is the same on
+// every chain, and unique): a payment on this chain to an invoice of
+// another is a wrong-network payment, which settlement records.
 func (s *Store) ListInvoiceTxsInBlock(ctx context.Context, number uint64, to []common.Address) ([]store.InvoiceTx, error) {
 	c, err := s.chainID()
 	if err != nil {
 		return nil, err
 	}
 	var ts []store.InvoiceTx
-	err = s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address AND i.chain_id = t.chain_id) AS invoice_id
+	err = s.selRecipients(ctx, &ts, `SELECT `+txColumns+`, invoice_id, chain_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM transactions t WHERE t.chain_id = ? AND t.block_number = ? AND t.to_address IS NOT NULL AND t.value_wei <> '0'
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
 		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`, "t.to_address", to, c, number)
@@ -80,8 +83,8 @@ func (s *Store) ListInvoiceTokenTransfersInBlock(ctx context.Context, number uin
 		return nil, err
 	}
 	var ts []store.InvoiceTokenTransfer
-	err = s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id FROM (
-			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address AND i.chain_id = t.chain_id) AS invoice_id
+	err = s.selRecipients(ctx, &ts, `SELECT `+tokenTransferColumns+`, invoice_id, chain_id FROM (
+			SELECT t.*, (SELECT i.id FROM invoices i WHERE %s i.deposit_address = t.to_address) AS invoice_id
 			FROM token_transfers t WHERE t.chain_id = ? AND t.block_number = ?
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.tx_hash)
 		) AS x WHERE invoice_id IS NOT NULL ORDER BY log_index`, "t.to_address", to, c, number)
@@ -205,7 +208,9 @@ func (s *Store) ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]stor
 }
 
 // lastCountedBlock is the highest block of an invoice's counted payments
-// (0 when none), one parameter: wrong_asset's false. It names no block
+// (0 when none), two parameters: wrong_asset's and wrong_network's false
+// (a counted payment is on the invoice's chain: its block is of that
+// chain). It names no block
 // range, so the only index that serves it is payments_invoice_block
 // (migration 0100), one descent per invoice. Written as NOT EXISTS (a
 // payment above the block), the planner was free to make it an anti join
@@ -214,7 +219,7 @@ func (s *Store) ListPaymentsByInvoices(ctx context.Context, ids []int64) ([]stor
 // instead of 1 ms.
 func lastCountedBlock(invoiceID string) string {
 	return `COALESCE((SELECT max(q.block_number) FROM payments q
-		WHERE q.invoice_id = ` + invoiceID + ` AND q.wrong_asset = ?), 0)`
+		WHERE q.invoice_id = ` + invoiceID + ` AND q.wrong_asset = ? AND q.wrong_network = ?), 0)`
 }
 
 // ListConfirmable implements store.SettlementStore. It walks the partial
@@ -229,12 +234,12 @@ func (s *Store) ListConfirmable(ctx context.Context, maxBlock uint64, n int) ([]
 	}
 	var ids []int64
 	err = s.selPrepared(ctx, &ids, `SELECT i.id FROM invoices i WHERE i.status = 'PAID' AND i.chain_id = ?
-		AND `+lastCountedBlock("i.id")+` <= ? ORDER BY i.id LIMIT ?`, c, false, maxBlock, limit(n, 1000, 10000))
+		AND `+lastCountedBlock("i.id")+` <= ? ORDER BY i.id LIMIT ?`, c, false, false, maxBlock, limit(n, 1000, 10000))
 	return ids, err
 }
 
 // ListConfirmableSince implements store.SettlementStore. It walks
-// payments_block over (after, maxBlock], then reads each invoice's status
+// payments_chain_block over the chain's (after, maxBlock], then reads each invoice's status
 // and lastCountedBlock. Both are scalar subqueries, run per invoice of the
 // range as written: as a join, the planner drove it from invoices_paid
 // when its statistics counted few PAID invoices.
@@ -249,9 +254,9 @@ func (s *Store) ListConfirmableSince(ctx context.Context, after, maxBlock uint64
 	}
 	var ids []int64
 	err = s.selPrepared(ctx, &ids, `SELECT r.id FROM (SELECT DISTINCT p.invoice_id AS id FROM payments p
-			WHERE p.block_number > ? AND p.block_number <= ? AND p.wrong_asset = ?) r
+			WHERE p.chain_id = ? AND p.block_number > ? AND p.block_number <= ? AND p.wrong_asset = ? AND p.wrong_network = ?) r
 		WHERE (SELECT i.status FROM invoices i WHERE i.id = r.id AND i.chain_id = ?) = 'PAID'
-		AND `+lastCountedBlock("r.id")+` <= ? ORDER BY r.id LIMIT ?`, after, maxBlock, false, c, false, maxBlock, limit(n, 1000, 10000))
+		AND `+lastCountedBlock("r.id")+` <= ? ORDER BY r.id LIMIT ?`, c, after, maxBlock, false, false, c, false, false, maxBlock, limit(n, 1000, 10000))
 	return ids, err
 }
 

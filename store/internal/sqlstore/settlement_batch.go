@@ -18,17 +18,25 @@ import (
 
 var (
 	paymentInsertColumns = []string{"invoice_id", "tx_hash", "log_index", "block_number", "block_hash",
-		"from_address", "amount_wei", "late", "created_at", "token_address", "wrong_asset"}
+		"from_address", "amount_wei", "late", "created_at", "token_address", "wrong_asset", "chain_id", "wrong_network"}
 	eventInsertColumns = []string{"type", "merchant_id", "invoice_id", "data", "created_at"}
 )
 
 // InsertPayments implements store.SettlementStore: on PostgreSQL one
 // prepared INSERT … SELECT FROM unnest(…) of one array per column (a text
 // that never varies: parsed and planned once per connection, one round
-// trip), by COPY or row by row elsewhere.
+// trip), by COPY or row by row elsewhere. The payments arrived on the
+// handle's chain, which each records (it sets their ChainID).
 func (s *Store) InsertPayments(ctx context.Context, ps []store.Payment) error {
 	if len(ps) == 0 {
 		return nil
+	}
+	c, err := s.chainID()
+	if err != nil {
+		return err
+	}
+	for i := range ps {
+		ps[i].ChainID = uint64(c)
 	}
 	if s.d.Array != nil {
 		n := len(ps)
@@ -39,32 +47,36 @@ func (s *Store) InsertPayments(ctx context.Context, ps []store.Payment) error {
 			tokens            = make([][]byte, n)
 			amounts           = make([]store.Amount, n)
 			late, wrong       = make([]bool, n), make([]bool, n)
+			wrongNet          = make([]bool, n)
 			created           = make([]time.Time, n)
 		)
 		for i, p := range ps {
 			invoices[i], txs[i], logs[i], hashes[i], from[i] = p.InvoiceID, p.TxHash.Bytes(), int64(p.LogIndex), p.BlockHash.Bytes(), p.From.Bytes()
 			blocks[i], amounts[i], late[i], created[i], wrong[i] = int64(p.BlockNumber), p.AmountWei, p.Late, p.CreatedAt, p.WrongAsset
+			wrongNet[i] = p.WrongNetwork
 			if p.Token != nil {
 				tokens[i] = p.Token.Bytes()
 			}
 		}
 		arr := s.d.Array
-		_, err := s.execPrepared(ctx, insertPaymentsPostgres, arr(invoices), byteaArray(txs), arr(logs), arr(blocks),
-			byteaArray(hashes), byteaArray(from), arr(amounts), arr(late), arr(created), byteaArray(tokens), arr(wrong))
+		_, err := s.execPrepared(ctx, insertPaymentsPostgres, c, arr(invoices), byteaArray(txs), arr(logs), arr(blocks),
+			byteaArray(hashes), byteaArray(from), arr(amounts), arr(late), arr(created), byteaArray(tokens), arr(wrong),
+			arr(wrongNet))
 		return err
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		rows[i] = []any{p.InvoiceID, p.TxHash, p.LogIndex, p.BlockNumber, p.BlockHash, p.From, p.AmountWei,
-			p.Late, p.CreatedAt, p.Token, p.WrongAsset}
+			p.Late, p.CreatedAt, p.Token, p.WrongAsset, c, p.WrongNetwork}
 	}
 	return s.withTx(ctx, func(t *Store) error { return t.bulkInsert(ctx, "payments", paymentInsertColumns, rows) })
 }
 
-const insertPaymentsPostgres = `INSERT INTO payments (invoice_id, tx_hash, log_index, block_number, block_hash,
-		from_address, amount_wei, late, created_at, token_address, wrong_asset)
-	SELECT * FROM unnest(?::bigint[], ?::bytea[], ?::integer[], ?::bigint[], ?::bytea[], ?::bytea[],
-		?::numeric[], ?::boolean[], ?::timestamptz[], ?::bytea[], ?::boolean[])`
+// insertPaymentsPostgres: the chain, one parameter, comes first.
+const insertPaymentsPostgres = `INSERT INTO payments (chain_id, invoice_id, tx_hash, log_index, block_number, block_hash,
+		from_address, amount_wei, late, created_at, token_address, wrong_asset, wrong_network)
+	SELECT ?::bigint, u.* FROM unnest(?::bigint[], ?::bytea[], ?::integer[], ?::bigint[], ?::bytea[], ?::bytea[],
+		?::numeric[], ?::boolean[], ?::timestamptz[], ?::bytea[], ?::boolean[], ?::boolean[]) AS u`
 
 // InsertEvents implements store.SettlementStore, as InsertPayments does.
 func (s *Store) InsertEvents(ctx context.Context, evs []store.Event) error {
