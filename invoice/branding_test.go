@@ -156,7 +156,7 @@ func TestPublicInvoice_Receipt_IDTimesAndTheTransactionsThatCount(t *testing.T) 
 		require.Equal(t, paidAt.Format("2006-01-02T15:04:05Z07:00"), body["paid_at"])
 		ps := body["payments"].([]any)
 		require.Len(t, ps, 2, "the wrong-asset payment is not the invoice's")
-		require.Equal(t, map[string]any{"tx_hash": first.Hex(), "amount": "400", "block_number": float64(100),
+		require.Equal(t, map[string]any{"chain_id": float64(chainID), "tx_hash": first.Hex(), "amount": "400", "block_number": float64(100),
 			"seen_at": t0.Format("2006-01-02T15:04:05Z07:00"), "late": false}, ps[0])
 		require.Equal(t, second.Hex(), ps[1].(map[string]any)["tx_hash"])
 	})

@@ -209,3 +209,55 @@ func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
 		}
 	})
 }
+
+// A payment that arrived on another chain (recorded by that chain's
+// settlement as wrong-network) is refunded on that chain: reason
+// wrong_network, in that chain's asset, once it has that chain's
+// confirmations; the invoice's own refunds never count it.
+func TestRefund_WrongNetwork_OnTheChainTheMoneyArrivedOn(t *testing.T) {
+	t.Parallel()
+	bothStoresWith(t, withOtherChain, func(t *testing.T, e *env) {
+		m := e.newMerchant()
+		inv := e.mustCreate(m.APIKey, "i", `{"amount_wei":"1000000000000000000"}`)
+		bare := e.mustCreate(m.APIKey, "b", `{"amount_wei":"5"}`)
+		p := store.Payment{InvoiceID: inv.ID, TxHash: common.HexToHash("0xbb"), LogIndex: store.NativeLogIndex, BlockNumber: 10,
+			BlockHash: common.Hash{2}, From: payer, AmountWei: store.MustParseAmount("700"), CreatedAt: e.clock.Now(), WrongNetwork: true}
+		require.NoError(t, e.st.Chain(otherChain).InsertPayment(ctx, &p))
+		e.chainAt(40)
+		e.blocksOn(otherChain, 11)
+		dest := `"destination":"` + payer.Hex() + `"`
+
+		// Not yet its chain's 3 confirmations.
+		requireProblem(t, e.refund(m.APIKey, inv.ID, "w0", `{"reason":"wrong_network",`+dest+`}`),
+			http.StatusUnprocessableEntity, "nothing_to_refund", "")
+		e.blocksOn(otherChain, 13)
+		// The invoice's own refunds do not see it.
+		requireProblem(t, e.refund(m.APIKey, inv.ID, "f0", `{"reason":"full",`+dest+`}`),
+			http.StatusUnprocessableEntity, "nothing_to_refund", "")
+		for i, c := range []struct{ body, code, field string }{
+			{`{"reason":"wrong_network","chain_id":1337,` + dest + `}`, "invalid_field", "chain_id"},
+			{`{"reason":"full","chain_id":9000,` + dest + `}`, "invalid_field", "chain_id"},
+			{`{"reason":"wrong_network","chain_id":5,` + dest + `}`, "unknown_chain", "chain_id"},
+			{`{"reason":"wrong_network","asset":"TEST",` + dest + `}`, "missing_field", "chain_id"},
+			{`{"reason":"wrong_network","amount":"1",` + dest + `}`, "invalid_field", "amount"},
+		} {
+			requireProblem(t, e.refund(m.APIKey, inv.ID, fmt.Sprintf("bad-%d", i), c.body), http.StatusBadRequest, c.code, c.field)
+		}
+		requireProblem(t, e.refund(m.APIKey, bare.ID, "none", `{"reason":"wrong_network",`+dest+`}`),
+			http.StatusUnprocessableEntity, "nothing_to_refund", "")
+
+		res := e.refund(m.APIKey, inv.ID, "w1", `{"reason":"wrong_network",`+dest+`}`)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		body := res.json(t)
+		require.EqualValues(t, otherChain, body["chain_id"])
+		require.Equal(t, "700", body["amount"])
+		require.Equal(t, "TEST", body["asset"].(map[string]any)["symbol"])
+		o, err := e.st.GetOutbound(ctx, int64(body["id"].(float64)))
+		require.NoError(t, err)
+		require.EqualValues(t, otherChain, o.ChainID)
+		require.Equal(t, store.RefundWrongNetwork, o.Reason)
+		// Named explicitly, nothing is left of it.
+		requireProblem(t, e.refund(m.APIKey, inv.ID, "w2", `{"reason":"wrong_network","chain_id":9000,"asset":"TEST",`+dest+`}`),
+			http.StatusUnprocessableEntity, "nothing_to_refund", "")
+	})
+}

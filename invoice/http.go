@@ -375,7 +375,9 @@ func (s *Service) views(ctx context.Context, invs []store.Invoice) ([]View, erro
 	var fiat []int64
 	for i, inv := range invs {
 		out[i] = s.view(inv)
-		if inv.IsFiat() && (inv.PaidValue != nil || inv.NeedsAttention) { // something arrived (a wrong asset flags)
+		// Something arrived: a fiat invoice's payments are valued; any
+		// invoice flagged by a wrong asset or network shows what came.
+		if inv.IsFiat() && inv.PaidValue != nil || inv.NeedsAttention {
 			fiat = append(fiat, inv.ID)
 		}
 	}

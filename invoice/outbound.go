@@ -59,6 +59,9 @@ type outboundRequest struct {
 	assetNamed bool
 	amount     store.Amount // zero: computed (a refund's reason)
 	reason     string
+	// chainID is the chain a wrong-network refund is sent on (the
+	// request's chain_id; 0: the one its wrong-network payments arrived on).
+	chainID    uint64
 	reference  string
 	dest       *common.Address
 	paidBy     string

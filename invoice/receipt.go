@@ -1,6 +1,7 @@
 package invoice
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -28,6 +29,8 @@ type publicReceipt struct {
 // amount in base units of the invoice's asset, its block and when
 // settlement recorded it.
 type publicPayment struct {
+	// ChainID is the chain the payment arrived on (the invoice's).
+	ChainID     uint64       `json:"chain_id"`
 	TxHash      common.Hash  `json:"tx_hash"`
 	Amount      store.Amount `json:"amount"`
 	BlockNumber uint64       `json:"block_number"`
@@ -53,7 +56,7 @@ func (s *Service) payments(ctx context.Context, inv store.Invoice) ([]store.Paym
 	}
 	out := ps[:0]
 	for _, p := range ps {
-		if !p.WrongAsset {
+		if p.Counted() {
 			out = append(out, p)
 		}
 	}
@@ -64,9 +67,9 @@ func receiptOf(inv store.Invoice, ps []store.Payment) publicReceipt {
 	r := publicReceipt{InvoiceID: inv.ID, CreatedAt: inv.CreatedAt.UTC(), PaidAt: utc(inv.PaidAt),
 		ConfirmedAt: utc(inv.ConfirmedAt), SettledAt: utc(inv.SettledAt), Payments: make([]publicPayment, 0, len(ps))}
 	for _, p := range ps {
-		pp := publicPayment{TxHash: p.TxHash, Amount: p.AmountWei, BlockNumber: p.BlockNumber,
+		pp := publicPayment{ChainID: cmp.Or(p.ChainID, inv.ChainID), TxHash: p.TxHash, Amount: p.AmountWei, BlockNumber: p.BlockNumber,
 			SeenAt: p.CreatedAt.UTC(), Late: p.Late}
-		if q, ok := inv.Pricing.QuoteFor(p.Token); ok {
+		if q, ok := inv.Pricing.QuoteOn(inv.ChainID, pp.ChainID, p.Token); ok {
 			a := q.Asset
 			pp.Asset = &a
 			if v, err := q.Value(p.AmountWei); err == nil {

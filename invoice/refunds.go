@@ -50,12 +50,15 @@ func (s *Service) fiatRefundAmount(ctx context.Context, inv store.Invoice, asset
 }
 
 // Refund reasons a request may name: the shortcuts compute the amount.
-var refundReasons = []string{store.RefundOverpayment, store.RefundWrongAsset, store.RefundLatePayment, store.RefundFull, store.RefundPartial}
+var refundReasons = []string{store.RefundOverpayment, store.RefundWrongAsset, store.RefundWrongNetwork, store.RefundLatePayment, store.RefundFull, store.RefundPartial}
 
 // parseRefundRequest reads a POST /v1/invoices/{id}/refunds body:
 //
-//	reason       "overpayment", "wrong_asset", "late_payment", "full" (the
-//	             amount is computed) or "partial" (default: amount given)
+//	reason       "overpayment", "wrong_asset", "wrong_network",
+//	             "late_payment", "full" (the amount is computed) or
+//	             "partial" (default: amount given)
+//	chain_id     a wrong-network refund's chain (default: the one chain
+//	             its wrong-network payments arrived on)
 //	amount | amount_formatted | fiat {"amount","currency","rate"}
 //	asset        the asset refunded (default the invoice's; a wrong-asset
 //	             refund names it unless one other asset was paid)
@@ -63,7 +66,7 @@ var refundReasons = []string{store.RefundOverpayment, store.RefundWrongAsset, st
 //	paid_by      "service" (default) or "merchant"
 //	reference    the merchant's own text
 func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRequest, *problem.Problem) {
-	ms, perr := members(body, "reason", "amount", "amount_formatted", "fiat", "asset", "destination", "paid_by", "reference")
+	ms, perr := members(body, "reason", "amount", "amount_formatted", "fiat", "asset", "destination", "paid_by", "reference", "chain_id")
 	if perr != nil {
 		return outboundRequest{}, perr
 	}
@@ -71,13 +74,35 @@ func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRe
 	if raw := ms["reason"]; !isNull(raw) {
 		var r string
 		if json.Unmarshal(raw, &r) != nil || !slices.Contains(refundReasons, r) {
-			return req, problem.OfField(problem.CodeInvalidField, "reason", "reason must be one of overpayment, wrong_asset, late_payment, full, partial")
+			return req, problem.OfField(problem.CodeInvalidField, "reason", "reason must be one of overpayment, wrong_asset, wrong_network, late_payment, full, partial")
 		}
 		req.reason = r
 	}
+	c := s.chainOf(inv.ChainID)
+	if raw := ms["chain_id"]; !isNull(raw) {
+		if req.reason != store.RefundWrongNetwork {
+			return req, problem.OfField(problem.CodeInvalidField, "chain_id",
+				"chain_id is for a wrong_network refund; every other refund is sent on the invoice's chain")
+		}
+		if c, perr = s.parseChain(raw); perr != nil {
+			return req, perr
+		}
+		if c.id == inv.ChainID {
+			return req, problem.OfField(problem.CodeInvalidField, "chain_id", fmt.Sprintf(
+				"chain %d is the invoice's own: a payment there is no wrong-network payment", c.id))
+		}
+		req.chainID = c.id
+	}
 	req.asset = inv.Asset()
+	if req.reason == store.RefundWrongNetwork {
+		req.asset = c.assets.native // the reason picks it unless named
+	}
 	if !isNull(ms["asset"]) {
-		if req.asset, perr = s.parseAsset(s.chainOf(inv.ChainID), ms["asset"]); perr != nil {
+		if req.reason == store.RefundWrongNetwork && req.chainID == 0 {
+			return req, problem.OfField(problem.CodeMissingField, "chain_id",
+				"a wrong_network refund that names its asset names its chain too (chain_id): the asset is that chain's")
+		}
+		if req.asset, perr = s.parseAsset(c, ms["asset"]); perr != nil {
 			return req, perr
 		}
 		req.assetNamed = true
@@ -101,7 +126,7 @@ func (s *Service) parseRefundRequest(body []byte, inv store.Invoice) (outboundRe
 		}
 		req.fiat = &f
 	case given == 1:
-		if req.amount, perr = s.parseAssetAmount(s.chainOf(inv.ChainID), req.asset, ms); perr != nil {
+		if req.amount, perr = s.parseAssetAmount(c, req.asset, ms); perr != nil {
 			return req, perr
 		}
 	}
@@ -200,8 +225,10 @@ func of(m map[string]*big.Int, k string) *big.Int {
 // the confirmations (under finality "tag", in a block at or below the
 // recorded finalized block) may be refunded (a refund of a payment a reorg
 // then removes would be money the service never got).
-func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.Invoice) (receipts, error) {
-	c := s.chainOf(inv.ChainID)
+//
+// The payments are those that arrived on chain c, whose index tx reads:
+// the invoice's own chain, or (a wrong-network refund) another one.
+func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.Invoice, c *chain) (receipts, error) {
 	rc := receipts{byToken: map[string]*big.Int{}, counted: map[string]*big.Int{}, late: map[string]*big.Int{}}
 	head, err := tx.LatestBlock(ctx)
 	if errors.Is(err, store.ErrNotFound) {
@@ -228,13 +255,13 @@ func (s *Service) confirmedReceipts(ctx context.Context, tx store.Tx, inv store.
 		return rc, err
 	}
 	for _, p := range ps {
-		if !final(p.BlockNumber) {
+		if p.ChainID != c.id || !final(p.BlockNumber) {
 			continue
 		}
 		a := store.Asset{Address: p.Token}
 		k := tokenKey(&a)
 		add(rc.byToken, k, p.AmountWei.Big())
-		if inv.Accepts(p.Token) && !p.WrongAsset {
+		if inv.Accepts(p.Token) && p.Counted() {
 			add(rc.counted, k, p.AmountWei.Big())
 			rc.countedList = append(rc.countedList, store.AssetAmount{Token: p.Token, Amount: p.AmountWei})
 			rc.lastCounted = &k
@@ -266,16 +293,18 @@ func (c *chain) assetOfKey(k string) (store.Asset, bool) {
 // the latest counted payment. Its late-payment refund is in the asset of
 // its late payments, its full refund in the one asset it received (either
 // names the asset when there were several).
-func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest) error {
-	rc, err := s.confirmedReceipts(ctx, tx, inv)
+func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoice, req *outboundRequest, c *chain) error {
+	rc, err := s.confirmedReceipts(ctx, tx, inv, c)
 	if err != nil {
 		return err
 	}
-	refunds, err := openOutbounds(ctx, tx, store.OutboundFilter{InvoiceID: inv.ID, Kind: store.OutboundRefund})
+	all, err := openOutbounds(ctx, tx, store.OutboundFilter{InvoiceID: inv.ID, Kind: store.OutboundRefund})
 	if err != nil {
 		return err
 	}
-	if perr := s.refundAsset(inv, rc, req); perr != nil {
+	// What was received and what was refunded are each chain's own.
+	refunds := slices.DeleteFunc(all, func(o store.Outbound) bool { return o.ChainID != c.id })
+	if perr := s.refundAsset(inv, rc, req, c); perr != nil {
 		return perr
 	}
 	k := tokenKey(&req.asset)
@@ -302,7 +331,7 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 		}
 	case store.RefundLatePayment:
 		want = new(big.Int).Sub(of(rc.late, k), refunded)
-	case store.RefundWrongAsset, store.RefundFull:
+	case store.RefundWrongAsset, store.RefundWrongNetwork, store.RefundFull:
 		want = left
 	default:
 		want = req.amount.Big()
@@ -321,7 +350,7 @@ func (s *Service) refundAmount(ctx context.Context, tx store.Tx, inv store.Invoi
 		}
 		return problem.OfField(problem.CodeRefundExceeds, field, fmt.Sprintf(
 			"a refund of %s %s is more than is left to refund: received (%s) %s %s, already refunded %s",
-			req.asset.Format(req.amount), req.asset.Symbol, s.chainOf(inv.ChainID).finalityTerms(), req.asset.Format(amountOf(received)),
+			req.asset.Format(req.amount), req.asset.Symbol, c.finalityTerms(), req.asset.Format(amountOf(received)),
 			req.asset.Symbol, req.asset.Format(amountOf(refunded))))
 	}
 	return nil
@@ -338,7 +367,7 @@ func (c *chain) finalityTerms() string {
 
 // refundAsset settles the asset of a refund whose reason computes it when
 // the request did not name one, and checks the reason fits the asset.
-func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundRequest) *problem.Problem {
+func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundRequest, c *chain) *problem.Problem {
 	// keys returns the assets received (confirmed) in m that keep says to.
 	keys := func(m map[string]*big.Int, keep func(token *common.Address) bool) []string {
 		var out []string
@@ -355,11 +384,15 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 		return out
 	}
 	pick := func(candidates []string, what string) *problem.Problem {
+		if len(candidates) == 0 {
+			return problem.Of(problem.CodeNothingToRefund, fmt.Sprintf(
+				"nothing to refund as %s: nothing was received (with %s) as %s for this invoice", req.reason, c.finalityTerms(), what))
+		}
 		if len(candidates) != 1 {
 			return problem.OfField(problem.CodeNothingToRefund, "asset", fmt.Sprintf(
 				"a %s refund needs its asset: %d assets were received (and confirmed) as %s for this invoice", req.reason, len(candidates), what))
 		}
-		a, ok := s.chainOf(inv.ChainID).assetOfKey(candidates[0])
+		a, ok := c.assetOfKey(candidates[0])
 		if !ok {
 			return problem.OfField(problem.CodeUnknownAsset, "asset", "the asset paid ("+candidates[0]+") is not one this service accepts")
 		}
@@ -368,6 +401,10 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 	}
 	accepted := func(token *common.Address) bool { return inv.Accepts(token) }
 	switch req.reason {
+	case store.RefundWrongNetwork:
+		if !req.assetNamed {
+			return pick(keys(rc.byToken, func(*common.Address) bool { return true }), "wrong-network payments on chain "+strconv.FormatUint(c.id, 10))
+		}
 	case store.RefundWrongAsset:
 		if !req.assetNamed {
 			return pick(keys(rc.byToken, func(t *common.Address) bool { return !inv.Accepts(t) }), "another asset")
@@ -465,6 +502,17 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 	if perr != nil {
 		return response{}, perr
 	}
+	// The chain the refund is sent on: the invoice's, or for a
+	// wrong-network refund the chain that money arrived on.
+	c := s.chainOf(inv.ChainID)
+	if req.reason == store.RefundWrongNetwork {
+		if c, err = s.wrongNetworkChain(ctx, inv, req.chainID); err != nil {
+			return response{}, err
+		}
+		if !req.assetNamed {
+			req.asset = c.assets.native
+		}
+	}
 	if req.dest != nil {
 		if err := s.checkDestination(ctx, "destination", *req.dest); err != nil {
 			return response{}, err
@@ -479,16 +527,19 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 		}
 	}
 	fp := requestFingerprint("POST", "/v1/invoices/"+strconv.FormatInt(inv.ID, 10)+"/refunds", body)
-	return s.idempotent(ctx, s.chainOf(inv.ChainID), m.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
+	return s.idempotent(ctx, c, m.Merchant.ID, key, fp, func(tx store.Tx) (int, []byte, error) {
 		locked, err := tx.GetInvoiceForUpdate(ctx, inv.ID)
 		if err != nil {
 			return 0, nil, err
 		}
-		if err := s.refundAmount(ctx, tx, locked, &req); err != nil {
+		if locked.ChainID != inv.ChainID {
+			return 0, nil, problem.Of(problem.CodeStateConflict, "the invoice moved to another chain meanwhile (paid there): ask again")
+		}
+		if err := s.refundAmount(ctx, tx, locked, &req, c); err != nil {
 			return 0, nil, err
 		}
 		o := s.newOutbound(m, req)
-		o.InvoiceID, o.ChainID = &inv.ID, inv.ChainID
+		o.InvoiceID, o.ChainID = &inv.ID, c.id
 		if req.fiat != nil {
 			minor := req.fiat.amount.Minor
 			o.FiatCurrency, o.FiatMinor, o.FiatRate, o.FiatRateKind = req.fiat.amount.Currency.Code, &minor, fiatRate, req.fiat.rate
@@ -603,4 +654,37 @@ func (s *Service) listOutboundsHTTP(w http.ResponseWriter, r *http.Request, kind
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// wrongNetworkChain is the chain of a wrong-network refund of inv: the
+// named one (id), else the one chain its wrong-network payments arrived
+// on. The chain must be served: its engine sends the refund.
+func (s *Service) wrongNetworkChain(ctx context.Context, inv store.Invoice, id uint64) (*chain, error) {
+	if id != 0 {
+		c, _ := s.configuredChain(id) // parseChain checked it
+		return c, nil
+	}
+	ps, err := s.st.ListPaymentsByInvoice(ctx, inv.ID)
+	if err != nil {
+		return nil, err
+	}
+	var chains []uint64
+	for _, p := range ps {
+		if p.WrongNetwork && !slices.Contains(chains, p.ChainID) {
+			chains = append(chains, p.ChainID)
+		}
+	}
+	switch len(chains) {
+	case 0:
+		return nil, problem.Of(problem.CodeNothingToRefund, "nothing to refund as wrong_network: no payment to this invoice arrived on another chain")
+	case 1:
+		c, ok := s.configuredChain(chains[0])
+		if !ok {
+			return nil, problem.OfField(problem.CodeUnknownChain, "chain_id", fmt.Sprintf("the wrong-network payment arrived on chain %d, which this service does not serve", chains[0]))
+		}
+		return c, nil
+	}
+	slices.Sort(chains)
+	return nil, problem.OfField(problem.CodeMissingField, "chain_id", fmt.Sprintf(
+		"wrong-network payments arrived on chains %v: name the one to refund in chain_id", chains))
 }

@@ -208,6 +208,9 @@ func (o *Outbound) SetAsset(a Asset) {
 const (
 	RefundOverpayment = "overpayment"
 	RefundWrongAsset  = "wrong_asset"
+	// RefundWrongNetwork returns a payment that arrived on another chain
+	// than its invoice's (Payment.WrongNetwork), on that chain.
+	RefundWrongNetwork = "wrong_network"
 	RefundLatePayment = "late_payment"
 	RefundFull        = "full"
 	RefundPartial     = "partial"

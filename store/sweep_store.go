@@ -24,6 +24,9 @@ type SweepStore interface {
 	// live for one (sender, kind, nonce), or two sweeps live for one deposit
 	// address.
 	UpdateSweepTx(ctx context.Context, t SweepTx) error
+	// ListSweepTxsByInvoice returns the invoice's transactions on the
+	// bound chain, by id: its sweep's and its refunds' (a wrong-network
+	// refund's are on the chain that money arrived on).
 	ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]SweepTx, error)
 	// ListUnminedSweepTxs returns the transactions from addr that are
 	// SIGNED or SENT, by nonce then id.

@@ -26,7 +26,7 @@ func (s *Sweeper) advance(ctx context.Context, p *pass, inv store.Invoice) (outc
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := depositHeld(ctx, s.st, inv.ID); err != nil {
+	if err := s.depositHeld(ctx, s.st, inv.ID); err != nil {
 		if !errors.Is(err, errDepositHeld) {
 			return outcome{}, err
 		}

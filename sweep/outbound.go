@@ -65,15 +65,20 @@ type outboundLister interface {
 }
 
 // depositHeld returns errDepositHeld when a refund of the invoice leaves
-// from its deposit address and is not done: the sweep must not sign
-// anything from (or for) that address meanwhile.
-func depositHeld(ctx context.Context, st outboundLister, invoiceID int64) error {
+// from its deposit address on this sweeper's chain and is not done: the
+// sweep must not sign anything from (or for) that address meanwhile. (A
+// refund leaving from the same address on another chain — a wrong-network
+// refund — holds nothing here: each chain has its own nonces and funds.)
+func (s *Sweeper) depositHeld(ctx context.Context, st outboundLister, invoiceID int64) error {
 	os, err := st.ListOutbounds(ctx, store.OutboundFilter{InvoiceID: invoiceID, Kind: store.OutboundRefund,
 		Statuses: []string{store.OutboundQueued, store.OutboundBroadcast}})
 	if err != nil {
 		return err
 	}
 	for _, o := range os {
+		if s.chainID != nil && o.ChainID != s.chainID.Uint64() {
+			continue
+		}
 		if o.Source == store.SourceDeposit {
 			return errDepositHeld
 		}

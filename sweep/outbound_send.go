@@ -159,7 +159,7 @@ func (s *Sweeper) chooseSource(ctx context.Context, p *pass, o store.Outbound) (
 			}
 			if len(ownTxs(txs)) > 0 {
 				choice = store.SourcePayoutWallet // its sweep started meanwhile
-			} else if err := depositHeld(ctx, tx, *o.InvoiceID); errors.Is(err, errDepositHeld) {
+			} else if err := s.depositHeld(ctx, tx, *o.InvoiceID); errors.Is(err, errDepositHeld) {
 				choice = store.SourcePayoutWallet // another refund leaves from it
 			} else if err != nil {
 				return err
@@ -186,13 +186,16 @@ func (s *Sweeper) chooseSource(ctx context.Context, p *pass, o store.Outbound) (
 // depositEligible reports whether a refund can leave from its invoice's
 // deposit address: the invoice is not settled, nothing was signed for its
 // sweep, the address sent nothing but earlier refunds, its key is the
-// wallet's, and it holds the amount (the gas is funded).
+// wallet's, and it holds the amount (the gas is funded). On another chain
+// than the invoice's (a wrong-network refund: the money arrived there) the
+// invoice's state does not matter — nothing sweeps that address on this
+// chain — but the rest does.
 func (s *Sweeper) depositEligible(ctx context.Context, p *pass, o store.Outbound) (bool, error) {
 	inv, err := s.st.GetInvoice(ctx, *o.InvoiceID)
 	if err != nil {
 		return false, err
 	}
-	if inv.Status == store.StatusSettled || s.chainID == nil || inv.ChainID != s.chainID.Uint64() {
+	if s.chainID == nil || o.ChainID != s.chainID.Uint64() || inv.ChainID == o.ChainID && inv.Status == store.StatusSettled {
 		return false, nil
 	}
 	txs, err := s.st.ListSweepTxsByInvoice(ctx, inv.ID)

@@ -391,7 +391,7 @@ func (s *Sweeper) signAndStore(ctx context.Context, p *pass, sp spec) (store.Swe
 			if sp.outboundID == nil {
 				// A refund that leaves from the deposit address holds it
 				// until it is done (outbound.go).
-				if err := depositHeld(ctx, tx, g.id); err != nil {
+				if err := s.depositHeld(ctx, tx, g.id); err != nil {
 					return err
 				}
 			}

@@ -121,8 +121,10 @@ func (s *Sweeper) sweepWrongNative(ctx context.Context, p *pass, inv store.Invoi
 	for _, pay := range pays {
 		// Any native coin at a token-led invoice: paid as a wrong asset,
 		// or a quoted asset of a fiat invoice that arrived after its sweep
-		// was queued in a token.
-		wrong = wrong || pay.Token == nil
+		// was queued in a token. Only this chain's: money that arrived on
+		// another chain is at the address there (a wrong-network payment,
+		// refunded on its chain).
+		wrong = wrong || pay.Token == nil && pay.ChainID == inv.ChainID
 	}
 	if !wrong {
 		return outcome{}, true, nil
@@ -229,8 +231,9 @@ func (s *Sweeper) wrongTokens(ctx context.Context, inv store.Invoice) ([]common.
 	seen := map[common.Address]bool{}
 	for _, pay := range pays {
 		// Every token but the one swept first: a wrong asset, or another
-		// quoted asset of a fiat invoice.
-		if pay.Token == nil || own != nil && *pay.Token == *own || seen[*pay.Token] {
+		// quoted asset of a fiat invoice; on this chain only (see
+		// sweepWrongNative).
+		if pay.Token == nil || pay.ChainID != inv.ChainID || own != nil && *pay.Token == *own || seen[*pay.Token] {
 			continue
 		}
 		seen[*pay.Token] = true

@@ -52,7 +52,7 @@ func TestEnv_TwoChainsOneDatabase_EachSettlesAndSweepsItsOwn(t *testing.T) {
 		c.env.Chain.Mine(13)
 		got := c.env.WaitInvoice(c.inv.ID, store.StatusSettled)
 		require.Equal(t, wei, got.PaidWei.String(), "chain %d's invoice: its own payment only", c.inv.ChainID)
-		txs, err := st.ListSweepTxsByInvoice(context.Background(), c.inv.ID)
+		txs, err := st.Chain(c.inv.ChainID).ListSweepTxsByInvoice(context.Background(), c.inv.ID)
 		require.NoError(t, err)
 		require.NotEmpty(t, txs)
 		for _, tx := range txs {
@@ -64,7 +64,16 @@ func TestEnv_TwoChainsOneDatabase_EachSettlesAndSweepsItsOwn(t *testing.T) {
 	}
 	ps, err := st.ListPaymentsByInvoice(context.Background(), ia.ID)
 	require.NoError(t, err)
-	require.Len(t, ps, 1, "the wrong-network payment is not a payment of chain 1337's invoice")
+	require.Len(t, ps, 2, "the wrong-network payment is recorded beside the invoice's own")
+	wrongNet := 0
+	for _, p := range ps {
+		if p.WrongNetwork {
+			wrongNet++
+			require.EqualValues(t, 1338, p.ChainID, "recorded on the chain it arrived on")
+			require.False(t, p.Counted())
+		}
+	}
+	require.Equal(t, 1, wrongNet)
 
 	// Each chain's ledger against that chain's balances.
 	for _, env := range []*evmpaytest.Env{a, b} {

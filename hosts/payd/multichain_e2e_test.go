@@ -251,3 +251,72 @@ func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.
 	require.Equal(t, "another_chain", others[0].(map[string]any)["problem"])
 	require.Nil(t, status["chain"].(map[string]any)["problem"], "the first chain is fine")
 }
+
+// A payment sent on the wrong one of the two chains is recorded there,
+// flags the invoice, and is refunded on that chain from the deposit
+// address (reason wrong_network); the invoice is still paid on its own
+// chain, and both chains' ledgers reconcile.
+func TestServe_TwoChains_WrongNetworkPaymentRecordedAndRefunded(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	const amount = "400000000000000000"
+	inv := r.create(map[string]any{"amount_wei": amount})
+	id := int64(inv["id"].(float64))
+	deposit := inv["deposit_address"].(string)
+	// The payer's wallet was on the other chain: the same address there.
+	r.pay(secondDevChain, fmt.Sprintf("ethereum:%s@%d?value=%s", deposit, secondDevChain, amount))
+	var got map[string]any
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		_, got = r.api.do("GET", fmt.Sprintf("/v1/invoices/%d", id), nil, nil)
+		return got["needs_attention"] == true
+	}, func() string { return fmt.Sprintf("the wrong-network payment was not seen: %v", got) })
+	require.Equal(t, store.StatusPending, got["status"], "not credited")
+	ps := got["payments"].([]any)
+	require.Len(t, ps, 1)
+	p := ps[0].(map[string]any)
+	require.Equal(t, true, p["wrong_network"])
+	require.EqualValues(t, secondDevChain, p["chain_id"])
+	payer := common.HexToAddress(p["from"].(string))
+
+	// Refunded on the chain it arrived on, to a fresh address.
+	k, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	back := crypto.PubkeyToAddress(k.PublicKey)
+	var refund map[string]any
+	waitUntil(t, 60*time.Second, 300*time.Millisecond, func() bool {
+		// Refundable once the payment has its chain's 3 confirmations.
+		var code int
+		code, refund = r.api.do("POST", fmt.Sprintf("/v1/invoices/%d/refunds", id),
+			map[string]any{"reason": "wrong_network", "destination": back.Hex()}, map[string]string{"Idempotency-Key": "wn-1"})
+		return code == http.StatusCreated
+	}, func() string { return fmt.Sprintf("refund: %v", refund) })
+	require.EqualValues(t, secondDevChain, refund["chain_id"])
+	require.Equal(t, amount, refund["amount"])
+	require.Equal(t, "TEST", refund["asset"].(map[string]any)["symbol"], "the second chain's coin")
+	rid := int64(refund["id"].(float64))
+	waitUntil(t, 90*time.Second, 300*time.Millisecond, func() bool {
+		_, refund = r.api.do("GET", fmt.Sprintf("/v1/refunds/%d", rid), nil, nil)
+		return refund["status"] == store.OutboundConfirmed
+	}, func() string { return fmt.Sprintf("refund: %v", refund) })
+	require.Equal(t, "deposit", refund["source"], "sent from the deposit address on that chain")
+	require.Equal(t, amount, r.balance(secondDevChain, back).String())
+	require.Zero(t, r.balance(devChainID, back).Sign())
+	_ = payer
+
+	// A second wrong-network refund finds nothing left.
+	code, again := r.api.do("POST", fmt.Sprintf("/v1/invoices/%d/refunds", id),
+		map[string]any{"reason": "wrong_network", "destination": back.Hex()}, map[string]string{"Idempotency-Key": "wn-2"})
+	require.Equal(t, http.StatusUnprocessableEntity, code, "%v", again)
+	require.Equal(t, "nothing_to_refund", again["code"])
+
+	// The invoice is still paid on its own chain.
+	r.pay(devChainID, inv["payment_uri"].(string))
+	r.waitStatus(inv, store.StatusSettled, 120*time.Second)
+	require.Equal(t, amount, r.balance(devChainID, r.settle).String())
+	require.Zero(t, r.balance(secondDevChain, r.settle).Sign(), "nothing of the wrong-network money reached the merchant")
+	for id, c := range r.chains {
+		var out strings.Builder
+		err := reconcile(context.Background(), []string{"--all"}, envOf(map[string]string{"DATABASE_URL": r.dbURL, "RPC_URL": c.url}), &out)
+		require.NoError(t, err, "chain %d: %s", id, out.String())
+	}
+}

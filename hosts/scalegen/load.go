@@ -280,15 +280,15 @@ var explains = []struct{ name, sql string }{
 			  AND NOT EXISTS (SELECT 1 FROM sweep_txs s WHERE s.tx_hash = t.hash)
 		) AS x WHERE invoice_id IS NOT NULL ORDER BY tx_index`},
 	{"settlement: confirmable, full pass (ListConfirmable)", `SELECT i.id FROM invoices i WHERE i.status = 'PAID'
-		AND COALESCE((SELECT max(q.block_number) FROM payments q WHERE q.invoice_id = i.id AND q.wrong_asset = false), 0)
+		AND COALESCE((SELECT max(q.block_number) FROM payments q WHERE q.invoice_id = i.id AND q.chain_id = i.chain_id AND q.wrong_asset = false AND q.wrong_network = false), 0)
 			<= (SELECT MAX(block_number) - 12 FROM transactions)
 		ORDER BY i.id LIMIT 200`},
 	{"settlement: confirmable, one block reached depth (ListConfirmableSince)", `SELECT r.id FROM (
 			SELECT DISTINCT p.invoice_id AS id FROM payments p
 			WHERE p.block_number > (SELECT MAX(block_number) - 13 FROM transactions)
-			  AND p.block_number <= (SELECT MAX(block_number) - 12 FROM transactions) AND p.wrong_asset = false) r
+			  AND p.block_number <= (SELECT MAX(block_number) - 12 FROM transactions) AND p.wrong_asset = false AND p.wrong_network = false) r
 		WHERE (SELECT i.status FROM invoices i WHERE i.id = r.id) = 'PAID'
-		  AND COALESCE((SELECT max(q.block_number) FROM payments q WHERE q.invoice_id = r.id AND q.wrong_asset = false), 0)
+		  AND COALESCE((SELECT max(q.block_number) FROM payments q WHERE q.invoice_id = r.id AND q.wrong_asset = false AND q.wrong_network = false), 0)
 			<= (SELECT MAX(block_number) - 12 FROM transactions)
 		ORDER BY r.id LIMIT 200`},
 	{"archive: a batch of the oldest month (ArchiveInvoices)", archiveBatchSQL("30 days", "created_at, id")},

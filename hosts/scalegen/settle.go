@@ -126,9 +126,9 @@ func runSettle(ctx context.Context, dbURL string, blocks, perBlock, paying int) 
 // confirmation pass would list (and skip) forever. The payment is in block
 // 1, long confirmed.
 func paymentsForPaid(ctx context.Context, st *postgres.Store) error {
-	res, err := st.DB().ExecContext(ctx, `INSERT INTO payments (invoice_id, tx_hash, log_index, block_number,
+	res, err := st.DB().ExecContext(ctx, `INSERT INTO payments (invoice_id, chain_id, tx_hash, log_index, block_number,
 			block_hash, from_address, amount_wei, created_at)
-		SELECT i.id, sha256('scalegen payment'::bytea || int8send(i.id)), -1, 1, sha256('block 1'::bytea),
+		SELECT i.id, i.chain_id, sha256('scalegen payment'::bytea || int8send(i.id)), -1, 1, sha256('block 1'::bytea),
 			substring(sha256('payer'::bytea || int8send(i.id)) for 20), i.paid_wei, i.paid_at
 		FROM invoices i WHERE i.status = 'PAID' AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.invoice_id = i.id)`)
 	if err != nil {

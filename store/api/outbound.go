@@ -16,6 +16,9 @@ import (
 // its invoice_id and reason, a payout its batch_id (when made in a batch).
 type Outbound struct {
 	ID int64 `json:"id"`
+	// ChainID is the chain it is sent on: a refund's invoice's, or for a
+	// wrong-network refund the chain that money arrived on.
+	ChainID uint64 `json:"chain_id"`
 	// Kind is "refund" or "payout".
 	Kind      string `json:"kind"`
 	InvoiceID *int64 `json:"invoice_id,omitempty"`
@@ -86,7 +89,7 @@ func NewOutbound(o store.Outbound) Outbound {
 		a.Symbol = DefaultNativeSymbol
 	}
 	out := Outbound{
-		ID: o.ID, Kind: strings.ToLower(o.Kind), InvoiceID: o.InvoiceID, BatchID: o.BatchID, Reason: o.Reason,
+		ID: o.ID, ChainID: o.ChainID, Kind: strings.ToLower(o.Kind), InvoiceID: o.InvoiceID, BatchID: o.BatchID, Reason: o.Reason,
 		Reference: o.Reference, Status: o.Status, Asset: a, Amount: o.Amount, AmountFormatted: a.Format(o.Amount),
 		PaidBy: strings.ToLower(o.PaidBy), Source: strings.ToLower(o.Source), PaymentURI: o.PaymentURI,
 		Error: o.Error, NeedsApproval: o.NeedsApproval, CreatedByKey: o.CreatedByKey, ApprovedByKey: o.ApprovedByKey,

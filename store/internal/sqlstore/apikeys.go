@@ -108,9 +108,18 @@ func (s *Store) RegisterServiceWallet(ctx context.Context, w store.ServiceWallet
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		default:
+			// Two chains' sweeps of one process register the same wallets
+			// at once: the second insert finds the first's row (after it
+			// commits) and checks it as above.
 			if _, err = t.exec(ctx, `INSERT INTO service_wallets (address, role, merchant_id, created_at)
-				VALUES (?, ?, ?, ?)`, w.Address, w.Role, w.MerchantID, w.CreatedAt); err != nil {
+				VALUES (?, ?, ?, ?) ON CONFLICT (address) DO NOTHING`, w.Address, w.Role, w.MerchantID, w.CreatedAt); err != nil {
 				return err
+			}
+			if err := t.get(ctx, &have, `SELECT address, role, merchant_id, created_at FROM service_wallets WHERE address = ?`, w.Address); err != nil {
+				return err
+			}
+			if have.Role != w.Role || !sameID(have.MerchantID, w.MerchantID) {
+				return fmt.Errorf("%w: %s is already the %s wallet", store.ErrConflict, w.Address.Hex(), have.Role)
 			}
 		}
 		if w.LedgerFromBlock == nil {

@@ -46,8 +46,12 @@ func (s *Store) UpdateSweepTx(ctx context.Context, t store.SweepTx) error {
 
 // ListSweepTxsByInvoice implements store.SweepStore.
 func (s *Store) ListSweepTxsByInvoice(ctx context.Context, invoiceID int64) ([]store.SweepTx, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var ts []store.SweepTx
-	err := s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE invoice_id = ? ORDER BY id`, invoiceID)
+	err = s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs WHERE invoice_id = ? AND chain_id = ? ORDER BY id`, invoiceID, c)
 	return ts, err
 }
 
