@@ -61,11 +61,11 @@ type outboundRequest struct {
 	reason     string
 	// chainID is the chain a wrong-network refund is sent on (the
 	// request's chain_id; 0: the one its wrong-network payments arrived on).
-	chainID    uint64
-	reference  string
-	dest       *common.Address
-	paidBy     string
-	fiat       *fiatAmount
+	chainID   uint64
+	reference string
+	dest      *common.Address
+	paidBy    string
+	fiat      *fiatAmount
 }
 
 // fiatAmount is a refund asked for in fiat.

@@ -211,9 +211,9 @@ const (
 	// RefundWrongNetwork returns a payment that arrived on another chain
 	// than its invoice's (Payment.WrongNetwork), on that chain.
 	RefundWrongNetwork = "wrong_network"
-	RefundLatePayment = "late_payment"
-	RefundFull        = "full"
-	RefundPartial     = "partial"
+	RefundLatePayment  = "late_payment"
+	RefundFull         = "full"
+	RefundPartial      = "partial"
 )
 
 // OutboundFilter selects outbounds for ListOutbounds, newest first. Zero
