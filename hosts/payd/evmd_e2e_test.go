@@ -117,6 +117,9 @@ type evmdRig struct {
 	settle   common.Address
 	manifest evmdManifest
 	rates    map[string]*rateReplay // coinbase, kraken, bitstamp
+	// wrongNetwork and movedAway are the two-chain run's (its manifest).
+	wrongNetwork []evmdWrongNetwork
+	movedAway    []string
 }
 
 // use makes the rig report to t (a subtest) until the returned func runs.
@@ -260,6 +263,13 @@ func newEvmdRig(t *testing.T) *evmdRig {
 // processes on one PostgreSQL database, with a gas funder the payer funds
 // and an empty sweep wallet.
 func (r *evmdRig) startServe(dbURL string, extraEnv ...string) {
+	r.startServeWith(dbURL, nil, false, extraEnv...)
+}
+
+// startServeWith is startServe with fund also funding the gas funder
+// (elsewhere: another chain) unless nil, and every role in one process
+// when one is set.
+func (r *evmdRig) startServeWith(dbURL string, fund func(funder common.Address), one bool, extraEnv ...string) {
 	t := r.t
 	secrets := t.TempDir()
 	m, err := hdwallet.GenerateMnemonic(24)
@@ -267,6 +277,9 @@ func (r *evmdRig) startServe(dbURL string, extraEnv ...string) {
 	funder, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	r.sendNative(crypto.PubkeyToAddress(funder.PublicKey), mustBig("50000000000000000000")) // 50 coins
+	if fund != nil {
+		fund(crypto.PubkeyToAddress(funder.PublicKey))
+	}
 	r.env = []string{
 		"DATABASE_URL=" + dbURL, "RPC_URL=" + r.rpc, fmt.Sprintf("CHAIN_ID=%d", r.node.chainID),
 		"WEBHOOK_ALLOW_PRIVATE_NETWORKS=true", "MIN_GAS_PRICE=" + cmp.Or(os.Getenv("MIN_GAS_PRICE"), "0"),
@@ -287,9 +300,14 @@ func (r *evmdRig) startServe(dbURL string, extraEnv ...string) {
 		"PRICING_MAX_AGE=6s", "PRICING_REFRESH=1s")
 	r.env = append(r.env, extraEnv...)
 	apiAddr, gwAddr, workAddr, proxyAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	r.procs["api"] = startProcess(t, "api", r.env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", "")
-	r.procs["gateway"] = startProcess(t, "gateway", r.env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
-	r.procs["workers"] = startProcess(t, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks", "--http", workAddr, "--metrics", "")
+	if one {
+		r.procs["serve"] = startProcess(t, "serve", r.env, "serve", "--roles", "all", "--http", apiAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
+		gwAddr, workAddr = apiAddr, apiAddr
+	} else {
+		r.procs["api"] = startProcess(t, "api", r.env, "serve", "--roles", "api", "--http", apiAddr, "--metrics", "")
+		r.procs["gateway"] = startProcess(t, "gateway", r.env, "serve", "--roles", "gateway", "--http", gwAddr, "--rpc-proxy", proxyAddr, "--metrics", "")
+		r.procs["workers"] = startProcess(t, "workers", r.env, "serve", "--roles", "settlement,sweep,webhooks", "--http", workAddr, "--metrics", "")
+	}
 	for _, a := range []string{apiAddr, gwAddr, workAddr} {
 		waitHTTP(t, "http://"+a+"/readyz", 120*time.Second)
 	}
@@ -682,7 +700,7 @@ func (r *evmdRig) requireWrongAssetEvent(id int64, symbol, amount string) {
 func (r *evmdRig) requireSweepPath(id int64, path string) {
 	r.t.Helper()
 	st := openStore(r.t, r.env)
-	txs, err := st.ListSweepTxsByInvoice(r.ctx, id)
+	txs, err := st.Chain(r.node.chainID).ListSweepTxsByInvoice(r.ctx, id)
 	require.NoError(r.t, err)
 	kinds := map[string]bool{}
 	for _, tx := range txs {
@@ -758,7 +776,7 @@ func (r *evmdRig) note(id int64, created, settled map[string]any) {
 	asset, _ := json.Marshal(created["asset"])
 	ct, _ := time.Parse(time.RFC3339Nano, created["created_at"].(string))
 	et, _ := time.Parse(time.RFC3339Nano, created["expires_at"].(string))
-	txs, err := openStore(r.t, r.env).ListSweepTxsByInvoice(r.ctx, id)
+	txs, err := openStore(r.t, r.env).Chain(r.node.chainID).ListSweepTxsByInvoice(r.ctx, id)
 	require.NoError(r.t, err)
 	r.manifest.Invoices = append(r.manifest.Invoices, evmdInvoice{
 		ID: id, DepositAddress: created["deposit_address"].(string), Asset: asset, Amount: amount, Paid: paid,
@@ -775,24 +793,7 @@ func (r *evmdRig) saveRecording() {
 	}
 	t := r.t
 	calls := r.rec.Calls()
-	// The head the replay stops at: the highest block the indexer fetched
-	// with its transactions.
-	for _, c := range rpcreplay.Find(calls, "eth_getBlockByNumber") {
-		var args []json.RawMessage
-		var tag string
-		var full bool
-		if json.Unmarshal(c.Params, &args) != nil || len(args) != 2 || json.Unmarshal(args[0], &tag) != nil ||
-			json.Unmarshal(args[1], &full) != nil || !full || c.Error != nil || string(c.Result) == "null" {
-			continue
-		}
-		if n, err := strconv.ParseUint(strings.TrimPrefix(tag, "0x"), 16, 64); err == nil {
-			r.manifest.Head = max(r.manifest.Head, n)
-		}
-	}
-	r.manifest.ChainID = r.node.chainID
-	for _, tok := range []*testtoken.Token{r.usdc, r.usdt} {
-		r.manifest.Tokens = append(r.manifest.Tokens, evmdToken{Symbol: tok.Symbol, Address: tok.Address.Hex(), Decimals: tok.Decimals})
-	}
+	r.manifest = r.recordedManifest(calls)
 	dir := filepath.Join("testdata", "evmd")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, rpcreplay.Save(filepath.Join(dir, "transcript.jsonl.gz"), calls))
@@ -805,6 +806,30 @@ func (r *evmdRig) saveRecording() {
 	require.NoError(t, os.MkdirAll(filepath.Join("..", "..", "sweep", "testdata"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "sweep", "testdata", "evmd-send-errors.json"), append(b, '\n'), 0o644))
 	t.Logf("recorded %d calls up to block %d into %s", len(calls), r.manifest.Head, dir)
+}
+
+// recordedManifest is the rig's manifest completed from the recorded
+// calls: the head the replay stops at (the highest block the indexer
+// fetched with its transactions), the chain and its tokens.
+func (r *evmdRig) recordedManifest(calls []rpcreplay.Call) evmdManifest {
+	m := r.manifest
+	for _, c := range rpcreplay.Find(calls, "eth_getBlockByNumber") {
+		var args []json.RawMessage
+		var tag string
+		var full bool
+		if json.Unmarshal(c.Params, &args) != nil || len(args) != 2 || json.Unmarshal(args[0], &tag) != nil ||
+			json.Unmarshal(args[1], &full) != nil || !full || c.Error != nil || string(c.Result) == "null" {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimPrefix(tag, "0x"), 16, 64); err == nil {
+			m.Head = max(m.Head, n)
+		}
+	}
+	m.ChainID = r.node.chainID
+	for _, tok := range []*testtoken.Token{r.usdc, r.usdt} {
+		m.Tokens = append(m.Tokens, evmdToken{Symbol: tok.Symbol, Address: tok.Address.Hex(), Decimals: tok.Decimals})
+	}
+	return m
 }
 
 // openStore opens the run's PostgreSQL database (DATABASE_URL in env).

@@ -48,6 +48,20 @@ type evmdManifest struct {
 	SendErrors []evmdSendError `json:"send_errors"`
 	// Head is the highest block the recorded indexer fetched.
 	Head uint64 `json:"head"`
+	// WrongNetwork (the two-chain run) are payments sent on evmd to
+	// invoices of the other chain.
+	WrongNetwork []evmdWrongNetwork `json:"wrong_network,omitempty"`
+	// MovedAway (the two-chain run) are the deposit addresses of evmd
+	// invoices paid on the other chain (they moved there).
+	MovedAway []string `json:"moved_away,omitempty"`
+}
+
+// evmdWrongNetwork is a payment of the recorded run to an invoice of
+// another chain, sent on evmd.
+type evmdWrongNetwork struct {
+	InvoiceChainID uint64 `json:"invoice_chain_id"`
+	DepositAddress string `json:"deposit_address"`
+	Amount         string `json:"amount"`
 }
 
 type evmdToken struct {
