@@ -108,7 +108,9 @@ func setFiatTotals(inv *store.Invoice, ps []store.Payment) {
 		inv.PaidValue = nil
 		return
 	}
-	v, err := store.ValuePayments(inv.Pricing.Quotes, amounts)
+	// Counted payments are on the invoice's chain: valued at its quotes
+	// there (a token is matched with its chain, never by address alone).
+	v, err := store.ValuePayments(inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID), amounts)
 	if err != nil {
 		inv.NeedsAttention = true
 		v = store.Fiat{Currency: inv.Pricing.Price.Currency}
@@ -135,10 +137,11 @@ func fiatStanding(inv *store.Invoice) store.Standing {
 // some arrived (its sponsored sweep sends exactly what the payer sent),
 // else the first quoted token that arrived. The sweep moves the other
 // quoted assets that arrived after it, as it moves wrong assets
-// (docs/tokens.md).
+// (docs/tokens.md). ps are counted payments, on the invoice's chain: the
+// lead is one of its quotes on that chain (the sweep runs there).
 func sweepLead(inv store.Invoice, ps []store.Payment) *store.Asset {
 	for _, native := range []bool{true, false} {
-		for _, q := range inv.Pricing.Quotes {
+		for _, q := range inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID) {
 			if q.Asset.IsNative() != native {
 				continue
 			}
@@ -195,6 +198,27 @@ func applyPayments(inv store.Invoice, all []store.Payment, now time.Time, lateWi
 		next.NeedsAttention = true
 		return next, store.EventInvoiceOverpaid
 	}
+}
+
+// movesTo reports whether money that arrived on another chain than the
+// invoice's (in.chain ≠ inv.ChainID) moves the invoice there and counts:
+// a fiat invoice that quoted the asset on that chain (Pricing.QuoteOn:
+// its token with its chain), that no payment counts toward yet (on any
+// chain: paid are all its payments, this block's earlier ones included),
+// PENDING, or EXPIRED within the late window (as a payment on its own
+// chain would be credited). Otherwise the money is a wrong-network
+// payment (applyWrongNetwork).
+func movesTo(inv store.Invoice, in incoming, paid []store.Payment, now time.Time, lateWindow time.Duration) bool {
+	if !inv.IsFiat() || !inv.AcceptsOn(in.chain, in.token) || len(counted(paid)) > 0 {
+		return false
+	}
+	switch inv.Status {
+	case store.StatusPending:
+		return true
+	case store.StatusExpired:
+		return !isLateBeyondWindow(inv, now, lateWindow)
+	}
+	return false
 }
 
 // applyWrongAsset is the invoice after a payment in another asset than its
@@ -352,7 +376,7 @@ func (s *Settler) lateValuation(ctx context.Context, inv store.Invoice, ps []sto
 		perAsset[key].Amount = sumPayments([]store.Payment{{AmountWei: perAsset[key].Amount}, {AmountWei: p.AmountWei}})
 	}
 	cur := inv.Pricing.Price.Currency
-	locked, err := store.ValuePayments(inv.Pricing.Quotes, amounts)
+	locked, err := store.ValuePayments(inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID), amounts)
 	if err != nil {
 		locked = store.Fiat{Currency: cur}
 	}
@@ -363,7 +387,7 @@ func (s *Settler) lateValuation(ctx context.Context, inv store.Invoice, ps []sto
 	current := store.Fiat{Currency: cur}
 	for _, key := range order {
 		a := perAsset[key]
-		q, ok := inv.Pricing.QuoteFor(a.Token)
+		q, ok := inv.Pricing.QuoteOn(inv.ChainID, inv.ChainID, a.Token)
 		if !ok {
 			return out
 		}

@@ -161,9 +161,10 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		next     store.Cursor
 		payments int
 		changes  []change
+		moves    []move
 	)
 	err := s.st.InTx(ctx, func(tx store.Tx) error {
-		payments, changes = 0, nil
+		payments, changes, moves = 0, nil, nil
 		b, err := tx.GetBlock(ctx, n)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNotCanonical
@@ -233,16 +234,33 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			paid := groupPayments(existing)
 			var fresh []store.Payment
 			rightAsset, wrongAsset, wrongNetwork := map[int64]bool{}, map[int64][]store.Payment{}, map[int64][]store.Payment{}
-			for _, inv := range invs {
+			before := slices.Clone(invs)
+			for i := range invs {
+				inv := &invs[i]
 				late := inv.Status == store.StatusExpired
 				for _, in := range byInvoice[inv.ID] {
 					p := store.Payment{InvoiceID: inv.ID, TxHash: in.tx, LogIndex: in.log,
 						BlockNumber: n, BlockHash: b.Hash, From: in.from, AmountWei: in.value,
 						Late: late, CreatedAt: now, Token: in.token, ChainID: in.chain}
+					// The first payment that counts may arrive on another
+					// chain the invoice quoted: the invoice moves there
+					// and the payment is its own chain's (movesTo).
+					if in.chain != inv.ChainID && movesTo(*inv, in, paid[inv.ID], now, s.cfg.LateWindow) {
+						moves = append(moves, move{invoiceID: inv.ID, from: inv.ChainID, to: in.chain})
+						inv.MoveToChain(in.chain, in.token)
+						inv.UpdatedAt = now
+						if err := tx.MoveInvoice(ctx, inv); err != nil {
+							return fmt.Errorf("move invoice %d to chain %d: %w", inv.ID, in.chain, err)
+						}
+					}
 					// The deposit address is the same on every chain: money
 					// sent to it on this chain for an invoice of another is
 					// a wrong-network payment (its asset is this chain's,
-					// not to be judged against the invoice's chain's).
+					// not to be judged against the invoice's chain's). On
+					// the invoice's chain it counts when the invoice has a
+					// price for its asset on this chain (Accepts: a quote
+					// of the same token address on another chain does not
+					// count).
 					p.WrongNetwork = in.chain != inv.ChainID
 					p.WrongAsset = !p.WrongNetwork && !inv.Accepts(in.token)
 					fresh = append(fresh, p)
@@ -265,7 +283,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 				return err
 			}
 			var w writes
-			for _, inv := range invs {
+			for i, inv := range invs {
 				updated, events := inv, []string(nil)
 				if rightAsset[inv.ID] {
 					var event string
@@ -285,7 +303,7 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					updated, event = applyWrongNetwork(updated, now)
 					events = append(events, event)
 				}
-				w.addWrong(inv, updated, uncounted{asset: wrongAsset[inv.ID], network: wrongNetwork[inv.ID]}, events...)
+				w.addWrong(before[i], updated, uncounted{asset: wrongAsset[inv.ID], network: wrongNetwork[inv.ID]}, events...)
 				w.withPayments(paid[inv.ID])
 			}
 			if changes, err = s.write(ctx, tx, "block", w, now); err != nil {
@@ -315,6 +333,11 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 	s.m.payments.Add(float64(payments))
 	s.m.setPosition(max(head, n), n)
 	s.record(ctx, changes)
+	for _, m := range moves {
+		s.log.InfoContext(ctx, "settlement: invoice paid on another chain it quoted; moved there",
+			slog.Int64("invoice_id", m.invoiceID), slog.Uint64("from_chain_id", m.from), slog.Uint64("chain_id", m.to),
+			slog.Uint64("block", n))
+	}
 	s.log.DebugContext(ctx, "settlement: block processed",
 		slog.Uint64("block", n),
 		slog.String("block_hash", next.BlockHash.Hex()),
@@ -367,6 +390,13 @@ func groupPayments(ps []store.Payment) map[int64][]store.Payment {
 		out[p.InvoiceID] = append(out[p.InvoiceID], p)
 	}
 	return out
+}
+
+// move is an invoice moved to the chain a payment arrived on, for the log
+// once the block committed.
+type move struct {
+	invoiceID int64
+	from, to  uint64
 }
 
 // incoming is money that arrived at a deposit address in a block of
@@ -598,9 +628,11 @@ func (s *Settler) revert(ctx context.Context, cur store.Cursor) (*store.Cursor, 
 		var w writes
 		for _, inv := range invs {
 			updated, event := applyRevert(inv, left[inv.ID], now)
-			if !slices.ContainsFunc(gone[inv.ID], func(p store.Payment) bool { return !p.WrongNetwork }) {
+			if !slices.ContainsFunc(gone[inv.ID], func(p store.Payment) bool { return p.ChainID == inv.ChainID }) {
 				// This chain's reorg removed only payments of an invoice of
-				// another chain: its own chain's payments decide its state.
+				// another chain (wrong-network payments, or payments made
+				// before the invoice moved to the chain it is paid on):
+				// its own chain's payments decide its state.
 				updated, event = applyRevertWrongNetwork(inv, now)
 			}
 			w.add(inv, updated, event)
@@ -720,10 +752,17 @@ func (s *Settler) expirePass(ctx context.Context) error {
 			return nil
 		}
 		ids := make([]int64, len(invs))
+		chains := make(map[int64]uint64, len(invs))
 		for i, inv := range invs {
-			ids[i] = inv.ID
+			ids[i], chains[inv.ID] = inv.ID, inv.ChainID
 		}
 		done, err := s.batch(ctx, ids, "expire", func(inv store.Invoice, _ []store.Payment, now time.Time) (store.Invoice, string) {
+			if inv.ChainID != chains[inv.ID] {
+				// Another chain's settlement moved it there (a payment on
+				// another quoted chain) since it was listed: that chain's
+				// settlement expires it, once it has settled its blocks.
+				return inv, ""
+			}
 			return applyExpire(inv, now)
 		})
 		if err != nil || done < len(ids) || len(ids) < s.cfg.BatchSize {

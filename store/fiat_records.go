@@ -223,15 +223,43 @@ func jsonScan(src, v any) error {
 // IsFiat reports whether the invoice is priced in a fiat currency.
 func (inv *Invoice) IsFiat() bool { return inv.Pricing != nil }
 
-// Accepts reports whether a payment in the asset with this token (nil:
-// the native coin) counts toward the invoice: its own asset, or for a fiat
-// invoice any quoted asset.
+// Accepts reports whether a payment on the invoice's own chain in the
+// asset with this token (nil: the native coin) counts toward the invoice:
+// its own asset, or for a fiat invoice any asset quoted on its chain
+// (AcceptsOn(inv.ChainID, token)).
 func (inv *Invoice) Accepts(token *common.Address) bool {
+	return inv.AcceptsOn(inv.ChainID, token)
+}
+
+// AcceptsOn reports whether the invoice has a price for the asset with
+// this token (nil: the native coin) on chain id: for an invoice priced in
+// its asset, that asset on its own chain; for a fiat invoice, a quote on
+// that chain (Pricing.QuoteOn). A token is matched with its chain, never
+// by its address alone: the same contract address on two chains is two
+// assets. A payment on another chain than the invoice's counts only by
+// moving the invoice to that chain (settlement; docs/chains.md).
+func (inv *Invoice) AcceptsOn(id uint64, token *common.Address) bool {
 	if inv.Pricing != nil {
-		_, ok := inv.Pricing.QuoteFor(token)
+		_, ok := inv.Pricing.QuoteOn(inv.ChainID, id, token)
 		return ok
 	}
-	return SameToken(token, inv.TokenAddress)
+	return id == inv.ChainID && SameToken(token, inv.TokenAddress)
+}
+
+// QuotesOn returns the quotes of p paid on chain id, for an invoice on
+// chain invoiceChain (a quote without a chain is on the invoice's), in
+// their order: the quotes a payment on that chain is valued at.
+func (p *Pricing) QuotesOn(invoiceChain, id uint64) []Quote {
+	if p == nil {
+		return nil
+	}
+	var out []Quote
+	for _, q := range p.Quotes {
+		if q.ChainOf(invoiceChain) == id {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // PaidFiat returns the value paid toward a fiat invoice, in its price's
@@ -246,4 +274,50 @@ func (inv *Invoice) PaidFiat() (f Fiat, ok bool) {
 		f.Minor = *inv.PaidValue
 	}
 	return f, true
+}
+
+// MoveToChain moves a fiat invoice to chain id, where it has a quote for
+// the asset with this token (nil: the native coin): the invoice's chain
+// becomes id and its own asset, amount and payment URI become that
+// quote's. The quotes are kept, the moved-to one first (the first quote
+// is the invoice's own asset) and the others in their order, each quote
+// that named no chain (the old chain's) now naming it, so that every
+// quote keeps the chain it is paid on. It reports false, changing
+// nothing, when the invoice is not priced in fiat, is on id already, or
+// has no quote for the asset on id. Settlement moves an invoice so when
+// the first payment that counts arrives on another quoted chain than its
+// own (docs/chains.md, "Paid on any quoted chain"); the caller writes the
+// move (SettlementStore.MoveInvoice).
+func (inv *Invoice) MoveToChain(id uint64, token *common.Address) bool {
+	if inv.Pricing == nil || id == inv.ChainID {
+		return false
+	}
+	at := -1
+	for i, q := range inv.Pricing.Quotes {
+		if q.ChainOf(inv.ChainID) == id && SameToken(q.Asset.Token(), token) {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	p := *inv.Pricing
+	p.Quotes = make([]Quote, 0, len(inv.Pricing.Quotes))
+	p.Quotes = append(p.Quotes, inv.Pricing.Quotes[at])
+	for i, q := range inv.Pricing.Quotes {
+		if i != at {
+			p.Quotes = append(p.Quotes, q)
+		}
+	}
+	for i := range p.Quotes {
+		p.Quotes[i].ChainID = p.Quotes[i].ChainOf(inv.ChainID)
+	}
+	q := p.Quotes[0]
+	inv.ChainID = id
+	inv.SetAsset(q.Asset)
+	inv.AmountWei = q.Amount
+	inv.PaymentURI = q.PaymentURI
+	inv.Pricing = &p
+	return true
 }

@@ -73,8 +73,10 @@ type InvoiceStore interface {
 	// matches the stored one, then increments inv.Version. ErrConflict when
 	// the invoice changed since it was read.
 	UpdateInvoice(ctx context.Context, inv *Invoice) error
-	// ListExpiring returns PENDING invoices whose expires_at is at or before
-	// now, oldest first.
+	// ListExpiring returns the PENDING invoices of the handle's chain
+	// (ErrNoChain on a handle bound to none) whose expires_at is at or
+	// before now, oldest first: each chain's settlement expires its own
+	// chain's invoices, once it has settled its own chain's blocks.
 	ListExpiring(ctx context.Context, now time.Time, limit int) ([]Invoice, error)
 	// CountLiveInvoices returns how many invoices are PENDING, PAID and
 	// CONFIRMED — those still awaiting money, confirmations or a sweep —

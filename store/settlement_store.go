@@ -103,6 +103,14 @@ type SettlementStore interface {
 	// each Version. ErrConflict when any invoice changed since it was read;
 	// use inside InTx, which then rolls back the others.
 	UpdateInvoiceStates(ctx context.Context, invs []*Invoice) error
+	// MoveInvoice writes where a fiat invoice is paid after
+	// Invoice.MoveToChain — chain_id, token_address, asset_symbol,
+	// asset_decimals, amount_wei, payment_uri, pricing and updated_at — if
+	// its version still matches, and increments inv.Version. ErrConflict
+	// when the invoice changed since it was read. Settlement calls it in
+	// the block's transaction, on the row GetInvoicesForUpdate locked,
+	// before UpdateInvoiceStates writes the payment's effect.
+	MoveInvoice(ctx context.Context, inv *Invoice) error
 	// InsertEvents writes outbox events in bulk (COPY on PostgreSQL). It
 	// does not set their ids.
 	InsertEvents(ctx context.Context, evs []Event) error

@@ -13,6 +13,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
@@ -327,13 +328,16 @@ func NewPayment(p store.Payment, assets ...store.Asset) Payment {
 }
 
 // NewPayments is the JSON of an invoice's payments: each names and
-// formats its asset (the invoice's quotes' assets, then assets), and a
-// payment that counts toward a fiat invoice carries its value at the
-// locked quote of its asset.
+// formats its asset (the invoice's quotes' assets on its chain, then
+// assets), and a payment that counts toward a fiat invoice carries its
+// value at the locked quote of its asset on the chain it arrived on (a
+// token is matched with its chain: the same contract address may be
+// quoted on two chains).
 func NewPayments(inv store.Invoice, ps []store.Payment, assets ...store.Asset) []Payment {
 	if inv.Pricing != nil {
-		known := make([]store.Asset, 0, len(inv.Pricing.Quotes)+len(assets))
-		for _, q := range inv.Pricing.Quotes {
+		own := inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID)
+		known := make([]store.Asset, 0, len(own)+len(assets))
+		for _, q := range own {
 			known = append(known, q.Asset)
 		}
 		assets = append(known, assets...)
@@ -343,7 +347,7 @@ func NewPayments(inv store.Invoice, ps []store.Payment, assets ...store.Asset) [
 	out := make([]Payment, len(ps))
 	for i, p := range ps {
 		out[i] = NewPayment(p, assets...)
-		if q, ok := inv.Pricing.QuoteFor(p.Token); ok && p.Counted() {
+		if q, ok := inv.Pricing.QuoteOn(inv.ChainID, cmp.Or(p.ChainID, inv.ChainID), p.Token); ok && p.Counted() {
 			if v, err := q.Value(p.AmountWei); err == nil {
 				out[i].Value = &v
 			}

@@ -294,10 +294,16 @@ func (s *Store) UpdateInvoice(ctx context.Context, inv *store.Invoice) error {
 }
 
 // ListExpiring implements store.InvoiceStore.
+// It walks invoices_expiring (PENDING by expires_at) and keeps the
+// handle's chain's.
 func (s *Store) ListExpiring(ctx context.Context, now time.Time, n int) ([]store.Invoice, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
 	var invs []store.Invoice
-	err := s.selPrepared(ctx, &invs, selectInvoice+` WHERE status = 'PENDING' AND expires_at <= ?
-		ORDER BY expires_at, id LIMIT ?`, now, limit(n, 100, 10000))
+	err = s.selPrepared(ctx, &invs, selectInvoice+` WHERE status = 'PENDING' AND expires_at <= ? AND chain_id = ?
+		ORDER BY expires_at, id LIMIT ?`, now, c, limit(n, 100, 10000))
 	return invs, err
 }
 

@@ -221,6 +221,26 @@ func (s *Store) UpdateInvoiceStates(ctx context.Context, invs []*store.Invoice) 
 	return nil
 }
 
+// MoveInvoice implements store.SettlementStore: one UPDATE fenced by the
+// version, on both stores (a move is rare: the first counted payment of an
+// invoice, on another quoted chain than its own).
+func (s *Store) MoveInvoice(ctx context.Context, inv *store.Invoice) error {
+	res, err := s.exec(ctx, `UPDATE invoices SET chain_id = ?, token_address = ?, asset_symbol = ?,
+			asset_decimals = ?, amount_wei = ?, payment_uri = ?, pricing = ?, updated_at = ?, version = version + 1
+		WHERE id = ? AND version = ?`, inv.ChainID, inv.TokenAddress, inv.AssetSymbol, inv.AssetDecimals,
+		inv.AmountWei, inv.PaymentURI, inv.Pricing, inv.UpdatedAt, inv.ID, inv.Version)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return fmt.Errorf("%w: invoice %d changed since it was read (version %d)", store.ErrConflict, inv.ID, inv.Version)
+	}
+	inv.Version++
+	return nil
+}
+
 // updateStateSQLite is UpdateInvoiceStates for one invoice.
 var updateStateSQLite = func() string {
 	var sets []string
