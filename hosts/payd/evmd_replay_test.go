@@ -62,6 +62,9 @@ type evmdWrongNetwork struct {
 	InvoiceChainID uint64 `json:"invoice_chain_id"`
 	DepositAddress string `json:"deposit_address"`
 	Amount         string `json:"amount"`
+	// SweepTxs are the transactions the refund engine stored on evmd for
+	// the invoice (the refund's gas funding is not a payment).
+	SweepTxs []store.SweepTx `json:"sweep_txs"`
 }
 
 type evmdToken struct {
@@ -88,9 +91,9 @@ type evmdInvoice struct {
 	SweepTxs []store.SweepTx `json:"sweep_txs"`
 }
 
-func loadEvmdRecording(t *testing.T) evmdRecording {
+func loadEvmdRecording(t *testing.T, name string) evmdRecording {
 	t.Helper()
-	dir := filepath.Join("testdata", "evmd")
+	dir := filepath.Join("testdata", name)
 	calls, err := rpcreplay.Load(filepath.Join(dir, "transcript.jsonl.gz"))
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
@@ -121,8 +124,26 @@ func loadEvmdRecording(t *testing.T) evmdRecording {
 // then commit hosts/payd/testdata/evmd.
 func TestEvmdReplay(t *testing.T) {
 	t.Parallel()
+	replayEvmd(t, "evmd")
+}
+
+// TestEvmdTwoChainsReplay replays what evmd answered in the two-chain run
+// (TestEvmd_TwoChains_OneServe: one payd serve on evmd and the geth dev
+// chain), testdata/evmd-two-chains: evmd's invoices are confirmed as
+// there; a payment sent on evmd to a dev-chain invoice's address is
+// recorded on evmd as wrong-network (never credited, the invoice flagged)
+// and the refund engine's transactions on evmd are no payment; an evmd
+// invoice paid on the dev chain sees nothing on evmd. Re-record with
+// `scripts/evmd-e2e.sh /path/to/evmd --record -run TestEvmd_TwoChains`.
+func TestEvmdTwoChainsReplay(t *testing.T) {
+	t.Parallel()
+	replayEvmd(t, "evmd-two-chains")
+}
+
+// replayEvmd replays testdata/<name> (see TestEvmdReplay).
+func replayEvmd(t *testing.T, name string) {
 	ctx := context.Background()
-	rec := loadEvmdRecording(t)
+	rec := loadEvmdRecording(t, name)
 	m := rec.manifest
 	rp, err := rpcreplay.NewReplayer(rec.calls, m.Head)
 	require.NoError(t, err)
@@ -132,7 +153,8 @@ func TestEvmdReplay(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	src := indexer.NewRPCSource(client)
-	st := pgtest.New(t).Chain(m.ChainID) // evmd's rows
+	db := pgtest.New(t)
+	st := db.Chain(m.ChainID) // evmd's rows
 
 	// evmd answers a request for block 0 with block 1 (a CometBFT chain
 	// has no block 0): the chain's first block is 1, and its hash is what
@@ -199,6 +221,35 @@ func TestEvmdReplay(t *testing.T) {
 		}
 	}
 
+	// The two-chain run's other invoices: the dev chain's whose address was
+	// paid on evmd (with the refund engine's transactions on evmd), and
+	// evmd's that were paid on the dev chain.
+	wrongIDs := map[string]int64{}
+	newInvoice := func(chain uint64, deposit, amount string) store.Invoice {
+		idx, err := st.NextDerivationIndex(ctx)
+		require.NoError(t, err)
+		inv := store.Invoice{MerchantID: merchant.ID, Status: store.StatusPending, AmountWei: store.MustParseAmount(amount),
+			ChainID: chain, DepositAddress: common.HexToAddress(deposit), DerivationIndex: idx, PaymentURI: "ethereum:" + deposit,
+			LookupTokenHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour), CreatedAt: time.Now(), UpdatedAt: time.Now(),
+			SweepStatus: store.SweepNone}
+		inv.LookupTokenHash[0], inv.LookupTokenHash[1] = 0xee, byte(idx)
+		require.NoError(t, st.CreateInvoice(ctx, &inv))
+		return inv
+	}
+	for _, w := range m.WrongNetwork {
+		require.NotEqual(t, m.ChainID, w.InvoiceChainID)
+		inv := newInvoice(w.InvoiceChainID, w.DepositAddress, w.Amount)
+		wrongIDs[w.DepositAddress] = inv.ID
+		for _, tx := range w.SweepTxs {
+			tx.ID, tx.InvoiceID, tx.OutboundID, tx.RawTx = 0, &inv.ID, nil, []byte{0}
+			require.NoError(t, st.CreateSweepTx(ctx, &tx))
+		}
+	}
+	movedIDs := map[string]int64{}
+	for _, d := range m.MovedAway {
+		movedIDs[d] = newInvoice(m.ChainID, d, "1").ID
+	}
+
 	// The indexer from the first block the live indexer fetched, up to the
 	// head, then settlement over what it indexed.
 	first := m.Head
@@ -248,5 +299,26 @@ func TestEvmdReplay(t *testing.T) {
 		require.Equal(t, want.Underpaid, got.Underpaid, "invoice %d", want.ID)
 		require.Equal(t, want.Overpaid, got.Overpaid, "invoice %d", want.ID)
 		require.Equal(t, want.NeedsAttention, got.NeedsAttention, "invoice %d: a wrong asset flags it", want.ID)
+	}
+	for _, w := range m.WrongNetwork {
+		got, err := st.GetInvoice(ctx, wrongIDs[w.DepositAddress])
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, got.Status, "a wrong-network payment credits nothing")
+		require.True(t, got.PaidWei.IsZero())
+		require.True(t, got.NeedsAttention, "it flags the invoice")
+		ps, err := st.ListPaymentsByInvoice(ctx, got.ID)
+		require.NoError(t, err)
+		require.Len(t, ps, 1, "the payment, not the refund's gas funding")
+		require.True(t, ps[0].WrongNetwork)
+		require.Equal(t, m.ChainID, ps[0].ChainID, "recorded on evmd, where it arrived")
+		require.Equal(t, w.Amount, ps[0].AmountWei.String())
+	}
+	for d, id := range movedIDs {
+		got, err := st.GetInvoice(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, got.Status, "%s: paid on the other chain, nothing on evmd", d)
+		ps, err := st.ListPaymentsByInvoice(ctx, id)
+		require.NoError(t, err)
+		require.Empty(t, ps)
 	}
 }

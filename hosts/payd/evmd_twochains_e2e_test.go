@@ -121,8 +121,11 @@ func TestEvmd_TwoChains_OneServe(t *testing.T) {
 		return refund["status"] == "CONFIRMED"
 	}, func() string { return fmt.Sprintf("refund: %v", refund) })
 	require.Equal(t, "200000000000000000", r.nativeBalance(backAddr).String(), "refunded on evmd")
+	refundTxs, err := openStore(t, r.env).Chain(r.node.chainID).ListSweepTxsByInvoice(r.ctx, id)
+	require.NoError(t, err)
+	require.NotEmpty(t, refundTxs, "the refund's transactions on evmd")
 	r.wrongNetwork = append(r.wrongNetwork, evmdWrongNetwork{InvoiceChainID: devChainID,
-		DepositAddress: wrong["deposit_address"].(string), Amount: "200000000000000000"})
+		DepositAddress: wrong["deposit_address"].(string), Amount: "200000000000000000", SweepTxs: refundTxs})
 	r.movedAway = append(r.movedAway, movesToDev["deposit_address"].(string))
 
 	// Both chains' ledgers reconcile.

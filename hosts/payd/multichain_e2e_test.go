@@ -320,3 +320,44 @@ func TestServe_TwoChains_WrongNetworkPaymentRecordedAndRefunded(t *testing.T) {
 		require.NoError(t, err, "chain %d: %s", id, out.String())
 	}
 }
+
+// A fiat invoice of the first chain accepting the second chain's coin too
+// is paid on the second: it moves there (its chain_id, asset and amount
+// become that quote's), settles with that chain's confirmations and is
+// swept to the merchant there. A later payment on the first chain is a
+// wrong-network one.
+func TestServe_TwoChains_FiatInvoicePaidOnTheOtherQuotedChain(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true},
+		func(c *appConfig) { c.pricing = pricingConfig{dev: true, symbols: map[string]string{"TEST": "ETH"}} })
+	inv := r.create(map[string]any{"price": map[string]string{"amount": "20.00", "currency": "EUR"},
+		"accept": []string{"ETH", fmt.Sprintf("TEST@%d", secondDevChain)}})
+	require.EqualValues(t, devChainID, inv["chain_id"])
+	qs := inv["quotes"].([]any)
+	require.Len(t, qs, 2)
+	other := qs[1].(map[string]any)
+	require.EqualValues(t, secondDevChain, other["chain_id"])
+	require.Contains(t, other["payment_uri"], "@1338")
+
+	r.pay(secondDevChain, other["payment_uri"].(string))
+	got := r.waitStatus(inv, store.StatusSettled, 120*time.Second)
+	require.EqualValues(t, secondDevChain, got["chain_id"], "paid on the second chain: the invoice moved there")
+	require.Equal(t, "TEST", got["asset"].(map[string]any)["symbol"])
+	require.Equal(t, other["amount"], got["amount"])
+	require.Equal(t, other["amount"], r.balance(secondDevChain, r.settle).String(), "swept on the second chain")
+	require.Zero(t, r.balance(devChainID, r.settle).Sign())
+
+	// The first chain's quote no longer takes money: a wrong network now.
+	first := qs[0].(map[string]any)
+	r.pay(devChainID, first["payment_uri"].(string))
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		_, got = r.api.do("GET", fmt.Sprintf("/v1/invoices/%d", int64(inv["id"].(float64))), nil, nil)
+		return got["needs_attention"] == true
+	}, func() string { return fmt.Sprintf("the later payment was not flagged: %v", got) })
+	require.Equal(t, store.StatusSettled, got["status"])
+	for id, c := range r.chains {
+		var out strings.Builder
+		err := reconcile(context.Background(), nil, envOf(map[string]string{"DATABASE_URL": r.dbURL, "RPC_URL": c.url}), &out)
+		require.NoError(t, err, "chain %d: %s", id, out.String())
+	}
+}

@@ -209,9 +209,17 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 	}
 	assets := c.assets
 	if assets == nil {
+		// Every chain's coin and tokens (an invoice quotes assets of
+		// other chains too: docs/chains.md).
 		assets = append(assets, strings.ToUpper(cmp.Or(a.cfg.nativeSymbol, invoice.DefaultNativeSymbol)))
 		for _, as := range a.assets {
 			assets = append(assets, strings.ToUpper(as.Symbol))
+		}
+		for _, u := range a.others {
+			assets = append(assets, strings.ToUpper(cmp.Or(u.spec.nativeSymbol, invoice.DefaultNativeSymbol)))
+			for _, as := range u.assets {
+				assets = append(assets, strings.ToUpper(as.Symbol))
+			}
 		}
 	}
 	var market []string
