@@ -182,3 +182,50 @@ func TestConfig_Validate(t *testing.T) {
 	_, err := New(nil, Config{})
 	require.Error(t, err)
 }
+
+// movesTo: money on chain 1338 moves an invoice of chain 1337 only when it
+// is fiat, quoted that asset on 1338 (its token with its chain), has no
+// counted payment, and is PENDING or EXPIRED within the late window.
+func TestMovesTo(t *testing.T) {
+	tok := randAddr()
+	usdc := store.Asset{Symbol: "USDC", Address: &tok, Decimals: 6}
+	price := store.MustParseFiat("10.00", "EUR")
+	fiat := func(status string, quotes ...store.Quote) store.Invoice {
+		inv := ruleInvoice(status)
+		inv.ChainID = 1337
+		inv.Pricing = &store.Pricing{Price: price, Quotes: quotes}
+		return inv
+	}
+	q := func(a store.Asset, chain uint64) store.Quote {
+		return store.Quote{Asset: a, ChainID: chain, Amount: store.NewAmount(1), Price: price, Rate: store.MustParseDecimal("1")}
+	}
+	native := incoming{chain: 1338}
+	token := incoming{chain: 1338, token: &tok}
+	within, beyond := t0.Add(20*time.Minute), t0.Add(15*time.Minute+24*time.Hour+time.Second)
+	wrong := store.Payment{ChainID: 1338, WrongNetwork: true, AmountWei: eth(1)}
+	countedOnOwn := store.Payment{ChainID: 1337, AmountWei: eth(1)}
+	for _, tc := range []struct {
+		name string
+		inv  store.Invoice
+		in   incoming
+		paid []store.Payment
+		now  time.Time
+		want bool
+	}{
+		{"quoted on that chain", fiat(store.StatusPending, q(usdc, 0), q(store.NativeAsset("ETH"), 1338)), native, nil, t0, true},
+		{"a wrong-network payment does not count", fiat(store.StatusPending, q(usdc, 0), q(usdc, 1338)), token, []store.Payment{wrong}, t0, true},
+		{"the same token quoted on its own chain only", fiat(store.StatusPending, q(usdc, 0)), token, nil, t0, false},
+		{"the same token quoted on a third chain", fiat(store.StatusPending, q(usdc, 0), q(usdc, 10)), token, nil, t0, false},
+		{"another asset on that chain", fiat(store.StatusPending, q(usdc, 1338)), native, nil, t0, false},
+		{"a counted payment already", fiat(store.StatusPending, q(usdc, 0), q(usdc, 1338)), token, []store.Payment{countedOnOwn}, t0, false},
+		{"expired within the window", fiat(store.StatusExpired, q(usdc, 0), q(usdc, 1338)), token, nil, within, true},
+		{"expired beyond the window", fiat(store.StatusExpired, q(usdc, 0), q(usdc, 1338)), token, nil, beyond, false},
+		{"paid", fiat(store.StatusPaid, q(usdc, 0), q(usdc, 1338)), token, nil, t0, false},
+		{"settled", fiat(store.StatusSettled, q(usdc, 0), q(usdc, 1338)), token, nil, t0, false},
+		{"priced in its asset", ruleInvoice(store.StatusPending), native, nil, t0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, movesTo(tc.inv, tc.in, tc.paid, tc.now, 24*time.Hour))
+		})
+	}
+}

@@ -19,6 +19,7 @@ func multiChainTests() []test {
 		{"MultiChain_MoneyOutPerChain", testMoneyOutPerChain},
 		{"MultiChain_ServiceWalletOpenedPerChain", testWalletOpenedPerChain},
 		{"MultiChain_WrongNetworkPayments", testWrongNetworkPayments},
+		{"MultiChain_MoveInvoice", testMoveInvoice},
 	}
 }
 
@@ -413,4 +414,67 @@ func testWrongNetworkPayments(t *testing.T, st store.Store) {
 	require.NoError(t, err, "the invoice with a wrong-network payment stays")
 	_, err = st.GetInvoice(ctx, clean.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// A fiat invoice of chain 1337 quoting its token on chain 1338 too moves
+// there (Invoice.MoveToChain, MoveInvoice): its chain, asset, amount,
+// payment URI and pricing are written, fenced by its version; a stale
+// copy conflicts. Each chain's ListExpiring lists its own chain's
+// invoices: the moved one is chain 1338's.
+func testMoveInvoice(t *testing.T, st store.Store) {
+	a, b := st.Chain(1337), st.Chain(1338)
+	m := newMerchant(t, st)
+	p := fiatPricing()
+	onB := p.Quotes[0]
+	onB.ChainID, onB.Amount, onB.PaymentURI = 1338, store.NewAmount(99_800_000), "ethereum:0xC1@1338/transfer"
+	onB.Rate = store.MustParseDecimal("0.5")
+	p.Quotes = append(p.Quotes, onB)
+	require.NoError(t, p.Validate())
+	inv := newInvoice(t, a, m.ID, fiatInvoice(p), func(i *store.Invoice) {
+		i.PaymentURI = p.Quotes[0].PaymentURI
+		i.ExpiresAt = now().Add(-time.Minute)
+	})
+	stale := inv
+
+	other := randAddr()
+	require.False(t, inv.MoveToChain(1338, &other), "no quote of that token on 1338")
+	require.False(t, inv.MoveToChain(1337, &fiatToken), "on 1337 already")
+	require.False(t, inv.MoveToChain(10, &fiatToken), "no quote on chain 10")
+	require.True(t, inv.AcceptsOn(1338, &fiatToken))
+	require.False(t, inv.AcceptsOn(1338, nil), "the native coin is quoted on 1337 only")
+	require.True(t, inv.MoveToChain(1338, &fiatToken))
+	inv.UpdatedAt = now()
+	require.NoError(t, b.InTx(ctx, func(tx store.Tx) error { return tx.MoveInvoice(ctx, &inv) }))
+	require.Equal(t, stale.Version+1, inv.Version)
+
+	got, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1338, got.ChainID)
+	require.Equal(t, fiatToken, *got.TokenAddress)
+	require.Equal(t, "USDC", got.AssetSymbol)
+	require.EqualValues(t, 6, got.AssetDecimals)
+	require.Equal(t, "99800000", got.AmountWei.String())
+	require.Equal(t, "ethereum:0xC1@1338/transfer", got.PaymentURI)
+	require.Equal(t, inv.Version, got.Version)
+	require.Len(t, got.Pricing.Quotes, 3)
+	require.EqualValues(t, 1338, got.Pricing.Quotes[0].ChainID, "its own quote first")
+	require.Equal(t, "0.5", got.Pricing.Quotes[0].Rate.String())
+	for _, q := range got.Pricing.Quotes[1:] {
+		require.EqualValues(t, 1337, q.ChainID, "the quotes that named no chain name 1337")
+	}
+	require.True(t, got.Accepts(&fiatToken))
+	require.False(t, got.Accepts(nil), "on 1338 the native coin is not quoted")
+	require.True(t, got.AcceptsOn(1337, nil), "on 1337 it is, still")
+
+	stale.ChainID = 1337
+	require.ErrorIs(t, a.InTx(ctx, func(tx store.Tx) error { return tx.MoveInvoice(ctx, &stale) }), store.ErrConflict)
+
+	exp, err := a.ListExpiring(ctx, now(), 10)
+	require.NoError(t, err)
+	require.NotContains(t, invoiceIDs(exp), inv.ID, "chain 1337 no longer expires it")
+	exp, err = b.ListExpiring(ctx, now(), 10)
+	require.NoError(t, err)
+	require.Contains(t, invoiceIDs(exp), inv.ID, "chain 1338 does")
+	_, err = st.Chain(0).ListExpiring(ctx, now(), 10)
+	require.ErrorIs(t, err, store.ErrNoChain)
 }
