@@ -190,6 +190,22 @@ func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
 		requireProblem(t, get("/v1/public/invoice/qr.svg?asset=USDC&chain_id=5"), http.StatusBadRequest, "invalid_parameter", "asset")
 		requireProblem(t, get("/v1/public/invoice/qr.svg?chain_id=9000"), http.StatusBadRequest, "invalid_parameter", "chain_id")
 
+		// Once a payment counts (here on the invoice's chain), only that
+		// chain's quotes are offered.
+		stored, err := f.st.GetInvoice(ctx, created.ID)
+		require.NoError(t, err)
+		p := store.Payment{InvoiceID: stored.ID, TxHash: common.HexToHash("0xcc"), LogIndex: 0, BlockNumber: 5, BlockHash: common.Hash{3},
+			From: payer, AmountWei: store.MustParseAmount("1000000"), CreatedAt: f.clock.Now(), Token: &usdcAddr}
+		require.NoError(t, f.st.InsertPayment(ctx, &p))
+		minor := store.MustParseAmount("80")
+		stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
+		require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
+		pub = get("/v1/public/invoice").json(t)
+		qs = quotesOf(t, pub)
+		require.Len(t, qs, 1, "the other chain's quote is no longer offered")
+		require.EqualValues(t, chainID, qs[0]["chain_id"])
+		require.Equal(t, "1000000", qs[0]["paid"])
+
 		for i, c := range []struct {
 			accept      []string
 			code, field string

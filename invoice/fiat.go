@@ -1,6 +1,7 @@
 package invoice
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -286,12 +287,19 @@ type publicQuote struct {
 // publicFiatOf builds publicFiat from inv and its counted payments.
 func (s *Service) publicFiatOf(inv store.Invoice, ps []store.Payment) (*publicFiat, error) {
 	paid, remaining := fiatStanding(inv)
+	// Once a payment counts, the invoice is on its chain for good: only
+	// that chain's quotes are offered (a payment on another chain would be
+	// a wrong-network one).
+	quotes := inv.Pricing.Quotes
+	if inv.PaidValue != nil {
+		quotes = inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID)
+	}
 	out := &publicFiat{Price: inv.Pricing.Price, PaidValue: paid, RemainingValue: remaining,
-		Quotes: make([]publicQuote, len(inv.Pricing.Quotes))}
-	for i, q := range inv.Pricing.Quotes {
+		Quotes: make([]publicQuote, len(quotes))}
+	for i, q := range quotes {
 		pq := publicQuote{ChainID: q.ChainOf(inv.ChainID), Asset: q.Asset, Amount: q.Amount, Rate: q.Rate.String()}
 		for _, p := range ps {
-			if store.SameToken(p.Token, q.Asset.Token()) {
+			if cmp.Or(p.ChainID, inv.ChainID) == pq.ChainID && store.SameToken(p.Token, q.Asset.Token()) {
 				pq.Paid, _ = pq.Paid.Add(p.AmountWei)
 			}
 		}

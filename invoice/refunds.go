@@ -26,7 +26,7 @@ import (
 func (s *Service) fiatRefundAmount(ctx context.Context, inv store.Invoice, asset store.Asset, f fiatAmount) (store.Amount, string, error) {
 	switch f.rate {
 	case "locked":
-		if q, ok := inv.Pricing.QuoteFor(asset.Token()); ok && q.Price.Currency == f.amount.Currency {
+		if q, ok := inv.Pricing.QuoteOn(inv.ChainID, inv.ChainID, asset.Token()); ok && q.Price.Currency == f.amount.Currency {
 			a, err := q.AmountFor(f.amount)
 			if err != nil {
 				return store.Amount{}, "", problem.OfField(problem.CodeFiatUnavailable, "fiat", err.Error())
@@ -439,8 +439,10 @@ func (s *Service) refundAsset(inv store.Invoice, rc receipts, req *outboundReque
 // unit), less its price and the value of its open refunds, at the quote of
 // asset (rounded up to the base unit). Zero or less: nothing to refund.
 func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmount, asset store.Asset) (*big.Int, error) {
-	quotes := inv.Pricing.Quotes
-	q, ok := inv.Pricing.QuoteFor(asset.Token())
+	// The refund and what it gives back are on the invoice's chain: its
+	// quotes there (the same token may be quoted on another chain).
+	quotes := inv.Pricing.QuotesOn(inv.ChainID, inv.ChainID)
+	q, ok := inv.Pricing.QuoteOn(inv.ChainID, inv.ChainID, asset.Token())
 	if !ok {
 		return nil, problem.OfField(problem.CodeInvalidField, "asset", "an overpayment is in an asset the invoice quoted")
 	}
@@ -452,7 +454,7 @@ func fiatOverpayment(inv store.Invoice, rc receipts, refunded []store.AssetAmoun
 	// nothing that counted.
 	var quoted []store.AssetAmount
 	for _, r := range refunded {
-		if _, ok := inv.Pricing.QuoteFor(r.Token); ok {
+		if _, ok := inv.Pricing.QuoteOn(inv.ChainID, inv.ChainID, r.Token); ok {
 			quoted = append(quoted, r)
 		}
 	}

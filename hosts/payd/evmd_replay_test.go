@@ -51,6 +51,8 @@ type evmdManifest struct {
 	// WrongNetwork (the two-chain run) are payments sent on evmd to
 	// invoices of the other chain.
 	WrongNetwork []evmdWrongNetwork `json:"wrong_network,omitempty"`
+	// Finality is the run's (FINALITY; "" is depth).
+	Finality string `json:"finality,omitempty"`
 	// MovedAway (the two-chain run) are the deposit addresses of evmd
 	// invoices paid on the other chain (they moved there).
 	MovedAway []string `json:"moved_away,omitempty"`
@@ -267,7 +269,7 @@ func replayEvmd(t *testing.T, name string) {
 	ix, err := indexer.New(src, st, indexer.Config{ChainID: m.ChainID, Backfill: true, StartBlock: first,
 		Tokens: tokens, PollInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	sl, err := settlement.New(st, settlement.Config{Assets: assets, PollInterval: 10 * time.Millisecond,
+	sl, err := settlement.New(st, settlement.Config{Assets: assets, PollInterval: 10 * time.Millisecond, Finality: m.Finality,
 		Now: func() time.Time { return m.Invoices[len(m.Invoices)-1].CreatedAt.Add(time.Minute) }})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)

@@ -194,7 +194,7 @@ func (r *evmdRig) saveTwoChainsRecording() {
 	t := r.t
 	calls := r.rec.Calls()
 	m := r.recordedManifest(calls)
-	m.WrongNetwork, m.MovedAway = r.wrongNetwork, r.movedAway
+	m.WrongNetwork, m.MovedAway, m.Finality = r.wrongNetwork, r.movedAway, "instant"
 	dir := filepath.Join("testdata", "evmd-two-chains")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, rpcreplay.Save(filepath.Join(dir, "transcript.jsonl.gz"), calls))
