@@ -22,57 +22,11 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/evmpay/evmpay/hosts/evmpaytest/browserwallet"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/qrscan"
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/invoice/checkout"
 )
-
-// recordingWallet is an EIP-1193 provider, defined before the page's
-// script runs, that records every request (method and params) in
-// window.__walletCalls. It is on chain 1337 and knows only that chain:
-// switching to another answers 4902 until wallet_addEthereumChain added
-// it (which also switches to it, as wallets do). Like a wallet that checks
-// it, it refuses a transaction whose chainId is not the current chain.
-const recordingWallet = `(() => {
-	const calls = [];
-	window.__walletCalls = calls;
-	window.__exceptions = [];
-	window.addEventListener("securitypolicyviolation", (e) => window.__exceptions.push("CSP " + e.violatedDirective));
-	let current = "0x539";
-	const known = new Set([current]);
-	const fail = (code, message) => Object.assign(new Error(message), { code });
-	window.ethereum = {
-		on() {}, removeListener() {},
-		request: async ({ method, params }) => {
-			calls.push({ method, params: params === undefined ? null : JSON.parse(JSON.stringify(params)) });
-			switch (method) {
-			case "eth_chainId":
-				return current;
-			case "eth_requestAccounts":
-			case "eth_accounts":
-				return ["0x70997970C51812dc3A010C7d01b50e0d17dc79C8"];
-			case "wallet_switchEthereumChain":
-				if (!known.has(params[0].chainId)) throw fail(4902, "Unrecognized chain ID " + params[0].chainId);
-				current = params[0].chainId;
-				return null;
-			case "wallet_addEthereumChain":
-				known.add(params[0].chainId);
-				current = params[0].chainId;
-				return null;
-			case "eth_sendTransaction":
-				if (params[0].chainId !== undefined && params[0].chainId !== current) throw fail(-32602, "chainId does not match the current chain " + current);
-				return "0x" + "cd".repeat(32);
-			}
-			throw fail(4200, "unsupported " + method);
-		},
-	};
-})();`
-
-// walletCall is one request the page made of the wallet.
-type walletCall struct {
-	Method string           `json:"method"`
-	Params []map[string]any `json:"params"`
-}
 
 // TestCheckout_QuotesOnTwoChains_PickedNetworkIsWhatThePageShowsAndTheWalletPays
 // runs a fiat invoice whose quotes are USDC on chain 1337 (the top-level
@@ -188,7 +142,7 @@ func TestCheckout_QuotesOnTwoChains_PickedNetworkIsWhatThePageShowsAndTheWalletP
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.EmulateViewport(360, 900),
 		chromedp.ActionFunc(func(ctx context.Context) error {
-			_, err := page.AddScriptToEvaluateOnNewDocument(recordingWallet).Do(ctx)
+			_, err := page.AddScriptToEvaluateOnNewDocument(browserwallet.Recording).Do(ctx)
 			return err
 		}),
 		chromedp.Navigate(srv.URL+"/checkout#"+tok)))
@@ -292,7 +246,7 @@ func TestCheckout_QuotesOnTwoChains_PickedNetworkIsWhatThePageShowsAndTheWalletP
 		eval(`document.getElementById("wallet-msg").textContent`, &msg)
 		return strings.HasPrefix(msg, "Transaction sent")
 	})
-	var calls []walletCall
+	var calls []browserwallet.Call
 	eval(`window.__walletCalls`, &calls)
 	methods := make([]string, len(calls))
 	for i, c := range calls {
