@@ -44,9 +44,10 @@ type twoChains struct {
 	settle common.Address
 	st     store.Store
 	dbURL  string
-	// second is where the second chain's RPC URL leads (a proxy whose
-	// node point changes).
-	second atomic.Pointer[url.URL]
+	// second is where the second chain's two node URLs lead (proxies
+	// whose node point changes); secondNodes are those proxies.
+	second      atomic.Pointer[url.URL]
+	secondNodes []*httptest.Server
 	funder common.Address
 }
 
@@ -66,12 +67,18 @@ func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains 
 		r.chains[id] = r.startChain(id)
 	}
 	r.point(r.chains[secondDevChain])
-	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(r.second.Load()) }})
-	t.Cleanup(proxy.Close)
+	// The second chain is reached through two node URLs (a node pool).
+	var urls []string
+	for range 2 {
+		proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(r.second.Load()) }})
+		t.Cleanup(proxy.Close)
+		r.secondNodes = append(r.secondNodes, proxy)
+		urls = append(urls, proxy.URL)
+	}
 	chainsFile := filepath.Join(t.TempDir(), "chains.json")
 	require.NoError(t, os.WriteFile(chainsFile, []byte(fmt.Sprintf(`{"chains": [
 		{"chain_id": %d, "rpc_url": %q, "name": "second dev chain", "native_symbol": "TEST", "confirmations": 3}]}`,
-		secondDevChain, proxy.URL)), 0o600))
+		secondDevChain, strings.Join(urls, ","))), 0o600))
 	spec, errs := readChainSpec(envOf(map[string]string{"RPC_URL": "x", "CHAIN_ID": "1337"}))
 	require.Empty(t, errs)
 	others, err := readChainsFile(chainsFile, spec)
@@ -360,4 +367,42 @@ func TestServe_TwoChains_FiatInvoicePaidOnTheOtherQuotedChain(t *testing.T) {
 		err := reconcile(context.Background(), nil, envOf(map[string]string{"DATABASE_URL": r.dbURL, "RPC_URL": c.url}), &out)
 		require.NoError(t, err, "chain %d: %s", id, out.String())
 	}
+}
+
+// The second chain of a process is reached through two nodes (a node
+// pool, as the first chain's): one of them killed mid-run, its invoices
+// still settle and are swept once; the status report shows the dead node.
+func TestServe_TwoChains_OneOfTheSecondChainsNodesKilled_ItsInvoicesStillSettle(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	before := r.create(map[string]any{"amount_wei": "100000000000000000", "chain_id": secondDevChain})
+	r.pay(secondDevChain, before["payment_uri"].(string))
+	r.secondNodes[1].CloseClientConnections()
+	r.secondNodes[1].Close()
+	after := r.create(map[string]any{"amount_wei": "200000000000000000", "chain_id": secondDevChain})
+	r.pay(secondDevChain, after["payment_uri"].(string))
+	r.waitStatus(before, store.StatusSettled, 120*time.Second)
+	r.waitStatus(after, store.StatusSettled, 120*time.Second)
+	require.Equal(t, "300000000000000000", r.balance(secondDevChain, r.settle).String(), "each swept once, exactly")
+
+	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
+	var status map[string]any
+	waitUntil(t, 30*time.Second, 200*time.Millisecond, func() bool {
+		_, status = op.do("GET", "/v1/admin/status", nil, nil)
+		others, _ := status["other_chains"].([]any)
+		if len(others) != 1 {
+			return false
+		}
+		nodes, _ := others[0].(map[string]any)["nodes"].([]any)
+		up := 0
+		for _, n := range nodes {
+			if n.(map[string]any)["up"] == true {
+				up++
+			}
+		}
+		return len(nodes) == 2 && up == 1
+	}, func() string { return fmt.Sprintf("the status report: %v", status) })
+	ps, err := r.st.Chain(secondDevChain).ListPaymentsByInvoice(context.Background(), int64(after["id"].(float64)))
+	require.NoError(t, err)
+	require.Len(t, ps, 1, "no block seen twice, none lost")
 }
