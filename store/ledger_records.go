@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -81,6 +82,9 @@ type LedgerEntry struct {
 	// its own, so that the entry is valued at the invoice's locked quote
 	// of its asset (Value). Nil otherwise.
 	InvoicePricing *Pricing `db:"-"`
+	// InvoiceChainID is that invoice's chain, read with its pricing: a
+	// quote is the one of the entry's chain and asset (Pricing.QuoteOn).
+	InvoiceChainID uint64 `db:"-"`
 }
 
 // Value is the entry's value in fiat where known: its own (a refund asked
@@ -93,7 +97,7 @@ func (e LedgerEntry) Value() (currency string, minor Amount, ok bool) {
 	if e.FiatMinor != nil && e.FiatCurrency != "" {
 		return e.FiatCurrency, *e.FiatMinor, true
 	}
-	q, found := e.InvoicePricing.QuoteFor(e.Token)
+	q, found := e.InvoicePricing.QuoteOn(cmp.Or(e.InvoiceChainID, e.ChainID), e.ChainID, e.Token)
 	if !found {
 		return "", Amount{}, false
 	}

@@ -282,3 +282,28 @@ func BenchmarkLedgerEntryValue_FiatInvoice(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(raw)), "column-bytes")
 }
+
+// A ledger entry of a fiat invoice quoting one token address on two
+// chains (at different rates) is valued at the quote of the entry's chain;
+// a legacy quote without a chain is the invoice's.
+func TestLedgerEntry_Value_TheQuoteOfTheEntrysChain(t *testing.T) {
+	price := store.MustParseFiat("10.00", "EUR")
+	quote := func(chain uint64, rate string) store.Quote {
+		r := store.MustParseDecimal(rate)
+		amount, err := store.QuoteAmount(price, r, 6)
+		require.NoError(t, err)
+		return store.Quote{ChainID: chain, Asset: usdc(), Amount: amount, Price: price, Rate: r}
+	}
+	p := &store.Pricing{Price: price, Quotes: []store.Quote{quote(0, "0.8"), quote(9000, "1")}}
+	value := func(chain, invoiceChain uint64) string {
+		e := store.LedgerEntry{ChainID: chain, Amount: store.NewAmount(5_000_000), Token: usdc().Token(), InvoicePricing: p, InvoiceChainID: invoiceChain}
+		cur, minor, ok := e.Value()
+		require.True(t, ok, "chain %d", chain)
+		return minor.String() + " " + cur
+	}
+	require.Equal(t, "400 EUR", value(1337, 1337), "5 USDC at 0.8 on the invoice's chain")
+	require.Equal(t, "500 EUR", value(9000, 1337), "5 USDC at 1 on chain 9000")
+	e := store.LedgerEntry{ChainID: 5, Amount: store.NewAmount(1), Token: usdc().Token(), InvoicePricing: p, InvoiceChainID: 1337}
+	_, _, ok := e.Value()
+	require.False(t, ok, "no quote on chain 5")
+}

@@ -117,7 +117,7 @@ func (e *edgeEnv) recordFiatPayments(t *testing.T, st store.Store) {
 	var all []store.AssetAmount
 	for i := range ps {
 		ps[i].CreatedAt = inv.CreatedAt
-		require.NoError(t, st.InsertPayment(context.Background(), &ps[i]))
+		require.NoError(t, st.Chain(inv.ChainID).InsertPayment(context.Background(), &ps[i]))
 		all = append(all, store.AssetAmount{Token: ps[i].Token, Amount: ps[i].AmountWei})
 	}
 	v, err := store.ValuePayments(inv.Pricing.Quotes, all)

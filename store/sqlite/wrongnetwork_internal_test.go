@@ -26,6 +26,10 @@ func TestMigrate0193_ExistingPayments_OnTheirInvoicesChain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "evmpay.db")
 	db, err := sqlx.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)&_time_integer_format=unix_micro")
 	require.NoError(t, err)
+	// One connection: the raw statements below and the store's would
+	// otherwise race for SQLite's write lock (SQLITE_BUSY, no busy
+	// timeout on this handle).
+	db.SetMaxOpenConns(1)
 	old := sqlstore.New(db, dialect)
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	require.NoError(t, err)

@@ -68,7 +68,10 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 	// invoices).
 	q := `SELECT ` + ledgerColumns + `, CASE WHEN fiat_minor IS NULL AND invoice_id IS NOT NULL THEN COALESCE(
 			(SELECT COALESCE(i.pricing, '') FROM invoices i WHERE i.id = ledger_entries.invoice_id),
-			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing_json
+			(SELECT a.pricing FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id)) END AS invoice_pricing_json,
+		CASE WHEN fiat_minor IS NULL AND invoice_id IS NOT NULL THEN COALESCE(
+			(SELECT i.chain_id FROM invoices i WHERE i.id = ledger_entries.invoice_id AND i.pricing IS NOT NULL),
+			(SELECT a.chain_id FROM invoices_archive a WHERE a.id = ledger_entries.invoice_id AND a.pricing IS NOT NULL)) END AS invoice_chain_id
 		FROM ledger_entries WHERE 1 = 1`
 	var args []any
 	if f.MerchantID != nil {
@@ -113,6 +116,9 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 			decoded[*r.InvoiceID] = p
 		}
 		es[i].InvoicePricing = p
+		if r.InvoiceChain != nil {
+			es[i].InvoiceChainID = uint64(*r.InvoiceChain)
+		}
 	}
 	return es, nil
 }
@@ -121,7 +127,8 @@ func (s *Store) ListLedgerEntries(ctx context.Context, f store.LedgerFilter) ([]
 // pricing beside it still encoded.
 type ledgerRow struct {
 	store.LedgerEntry
-	Pricing *[]byte `db:"invoice_pricing_json"`
+	Pricing      *[]byte `db:"invoice_pricing_json"`
+	InvoiceChain *int64  `db:"invoice_chain_id"`
 }
 
 // ScanLedgerEntries implements store.LedgerStore.
