@@ -48,7 +48,7 @@ type twoChains struct {
 	// whose node point changes); secondNodes are those proxies.
 	second      atomic.Pointer[url.URL]
 	secondNodes []*httptest.Server
-	funder common.Address
+	funder      common.Address
 }
 
 func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains {
