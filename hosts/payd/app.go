@@ -91,9 +91,10 @@ type appConfig struct {
 	roles     roleSet
 	httpAddr  string // invoice, read, admin APIs, /healthz, /readyz, /v1/openapi.json
 	proxyAddr string // the RPC proxy (gateway role)
-	rpcURL    string // the chain node
-	chainID   uint64 // expected chain id; 0: whatever the node says
 	backfill  bool
+	// chain is the first chain's settings (the environment's: RPC_URL,
+	// CHAIN_ID, FINALITY, tokens, the checkout's name and explorers…).
+	chain chainSpec
 
 	// metricsAddr is the operator listener of /metrics; "" serves no
 	// metrics.
@@ -104,14 +105,7 @@ type appConfig struct {
 	// mnemonic.
 	xpub string
 
-	confirmations int
-	// finality is the chain's finality mode (store.FinalityDepth,
-	// store.FinalityInstant, store.FinalityTag).
-	finality    string
-	sweepPolicy sweep.Policy
-	// minGasPrice is the node's minimum gas price in wei: sweep
-	// transactions are never priced below it. Zero: none.
-	minGasPrice  store.Amount
+	sweepPolicy  sweep.Policy
 	archiveAfter time.Duration
 	archiveEvery time.Duration
 	proxyRate    float64
@@ -124,10 +118,6 @@ type appConfig struct {
 	// read API: blocks, transactions, address transactions) from a read
 	// replica (DATABASE_READ_URL); see docs/scale.md. nil: the primary.
 	reads store.Store
-	// tokens are the accepted ERC-20 tokens (PAY_TOKENS, PAY_TOKENS_FILE,
-	// or the dev chain's test stablecoin); their decimals are read from the
-	// chain at start.
-	tokens []tokenConfig
 	// chainCheckEvery is how often the node's chain is compared with the
 	// recorded identity (0: indexer.IdentityConfig's default, 10 s).
 	chainCheckEvery time.Duration
@@ -140,22 +130,14 @@ type appConfig struct {
 	// the listener's own address (payd dev).
 	publicBaseURL string
 	selfBaseURL   bool
-	// publicRPCURL is the RPC URL the checkout page offers to browser
-	// wallets that lack the chain; selfRPCURL makes it the RPC proxy's own
-	// address (payd dev).
-	publicRPCURL string
-	selfRPCURL   bool
-	chainName    string
-	// nativeSymbol is the chain's native coin (NATIVE_SYMBOL; "" is
-	// invoice.DefaultNativeSymbol, "ETH").
-	nativeSymbol string
+	// selfRPCURL makes the RPC URL the checkout page offers to browser
+	// wallets the RPC proxy's own address (payd dev) instead of
+	// chain.publicRPCURL.
+	selfRPCURL bool
 	// mailer sends the dashboard's one-time links; nil: none.
 	mailer *dashboard.SMTPMailer
 	// frameAncestors may embed the checkout page (CSP frame-ancestors).
 	frameAncestors []string
-	// explorerTxURL and explorerAddressURL are the block explorer's URL
-	// templates ({tx}, {address}) the checkout page links to; "" for none.
-	explorerTxURL, explorerAddressURL string
 	// loopbackRedirects accepts http redirect_url values on loopback.
 	loopbackRedirects bool
 	// pricing configures fiat pricing (PRICING_*; payd dev: the dev rate
@@ -214,7 +196,10 @@ type app struct {
 	// reads and sends through it (failover; docs/chains.md).
 	pool    *nodes.Pool
 	workers []worker
-	// others are the chains besides the first (appConfig.chains).
+	// first is the first chain (rpc, eth, pool, chainID, st, assets and
+	// tokenSupplies are its, kept apart for the parts that serve it alone);
+	// others are the chains besides it (appConfig.chains).
+	first  *chainUnit
 	others []*chainUnit
 	// keys are the sweep role's signers, loaded once for every chain.
 	keys *sweep.Keys
@@ -244,10 +229,11 @@ func newApp(ctx context.Context, st store.Store, cfg appConfig) (*app, error) {
 	if err := a.checkChains(); err != nil {
 		return nil, err
 	}
-	first, err := a.connect(ctx, a.firstChain())
+	first, err := a.connect(ctx, a.cfg.chain)
 	if err != nil {
 		return nil, err
 	}
+	a.first = first
 	a.rpc, a.eth, a.pool, a.chainID, a.st = first.rpc, first.eth, first.pool, first.id, first.st
 	a.assets, a.tokenSupplies = first.assets, first.tokenSupplies
 	if a.cfg.reads != nil {
@@ -344,7 +330,7 @@ func (a *app) buildService(ctx context.Context) error {
 	on := a.runsChain(a.chainID)
 	roles := service.Roles{API: a.cfg.roles[roleAPI], Indexer: a.cfg.roles[roleGateway] && on, Settlement: a.cfg.roles[roleSettlement] && on,
 		Sweep: a.cfg.roles[roleSweep] && on, Webhooks: a.cfg.roles[roleWebhooks]}
-	cfg := a.chainConfig(&chainUnit{spec: a.firstChain(), id: a.chainID, rpc: a.rpc, st: a.st, assets: a.assets}, roles)
+	cfg := a.chainConfig(a.first, roles)
 	cfg.Pricer, cfg.PublicBaseURL, cfg.AllowPrivateWebhooks = a.pricer, a.publicBaseURL(), !a.cfg.blockPrivateWH
 	cfg.Webhook = webhook.Config{Registerer: a.metrics()}
 	if roles.API || roles.Webhooks {
@@ -420,16 +406,16 @@ func (a *app) apiConfig(ctx context.Context, cfg *service.Config) error {
 		Merchants:                 rules,
 		Chains:                    a.invoiceChains(),
 	}
-	rpcURL := a.cfg.publicRPCURL
+	rpcURL := a.cfg.chain.publicRPCURL
 	if a.cfg.selfRPCURL {
 		rpcURL = a.proxyURL()
 	}
 	cfg.Checkout = checkout.Config{
-		ChainName:          a.cfg.chainName,
+		ChainName:          a.cfg.chain.chainName,
 		RPCURL:             rpcURL,
 		FrameAncestors:     a.cfg.frameAncestors,
-		ExplorerTxURL:      a.cfg.explorerTxURL,
-		ExplorerAddressURL: a.cfg.explorerAddressURL,
+		ExplorerTxURL:      a.cfg.chain.explorerTxURL,
+		ExplorerAddressURL: a.cfg.chain.explorerAddressURL,
 		Networks:           a.checkoutNetworks(),
 	}
 	return nil
@@ -470,7 +456,7 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 
 func (a *app) buildGateway(ctx context.Context) error {
 	var err error
-	upstream := a.cfg.rpcURL
+	upstream := a.cfg.chain.rpcURL
 	var pool http.RoundTripper
 	if a.pool != nil {
 		upstream, pool = "", a.pool
@@ -627,11 +613,10 @@ func (a *app) close() {
 	if a.proxy != nil {
 		a.proxy.CloseIdleConnections()
 	}
-	if a.rpc != nil {
-		a.rpc.Close()
-	}
-	for _, u := range a.others {
-		u.rpc.Close()
+	for _, u := range append([]*chainUnit{a.first}, a.others...) {
+		if u != nil {
+			u.rpc.Close()
+		}
 	}
 }
 

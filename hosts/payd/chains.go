@@ -251,18 +251,10 @@ type chainUnit struct {
 	svc           *service.Service
 }
 
-// firstChain is the first chain's settings (the environment's).
-func (a *app) firstChain() chainSpec {
-	c := a.cfg
-	return chainSpec{rpcURL: c.rpcURL, chainID: c.chainID, confirmations: c.confirmations, finality: c.finality,
-		minGasPrice: c.minGasPrice, tokens: c.tokens, publicRPCURL: c.publicRPCURL, chainName: c.chainName,
-		nativeSymbol: c.nativeSymbol, explorerTxURL: c.explorerTxURL, explorerAddressURL: c.explorerAddressURL}
-}
-
 // checkChains refuses --chains naming a chain that is not configured.
 func (a *app) checkChains() error {
 	for id := range a.cfg.onlyChains {
-		known := id == a.cfg.chainID
+		known := id == a.cfg.chain.chainID
 		for _, c := range a.cfg.chains {
 			known = known || c.chainID == id
 		}
@@ -270,7 +262,7 @@ func (a *app) checkChains() error {
 			return usageError(fmt.Sprintf("--chains: chain %d is not configured (CHAIN_ID names the first chain, CHAINS_FILE the others)", id))
 		}
 	}
-	if len(a.cfg.onlyChains) > 0 && a.cfg.chainID == 0 {
+	if len(a.cfg.onlyChains) > 0 && a.cfg.chain.chainID == 0 {
 		return usageError("--chains needs CHAIN_ID: set the first chain's id")
 	}
 	return nil

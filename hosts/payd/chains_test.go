@@ -104,6 +104,6 @@ func TestServe_ChainsFlag_PlacesTheChainBoundRoles(t *testing.T) {
 	require.NotNil(t, r.app.others[0].svc.Sweeper)
 
 	_, err := newApp(t.Context(), r.st, appConfig{roles: roleSet{roleSettlement: true}, httpAddr: "127.0.0.1:0",
-		rpcURL: r.chains[devChainID].url, chainID: devChainID, onlyChains: map[uint64]bool{9000: true}})
+		chain: chainSpec{rpcURL: r.chains[devChainID].url, chainID: devChainID}, onlyChains: map[uint64]bool{9000: true}})
 	require.ErrorContains(t, err, "--chains: chain 9000 is not configured")
 }

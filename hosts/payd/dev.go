@@ -96,24 +96,22 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	defer st.Close()
 
 	a, err := newApp(ctx, st, appConfig{
-		roles:         roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true},
-		httpAddr:      *httpAddr,
-		metricsAddr:   *metricsAddr,
-		proxyAddr:     *proxyAddr,
-		rpcURL:        chain.url,
-		keys:          keys,
-		confirmations: 12,
-		sweepPolicy:   sweep.PolicySponsor,
-		archiveAfter:  365 * 24 * time.Hour,
-		archiveEvery:  time.Hour,
-		proxyRate:     50,
-		proxyBurst:    100,
-		tokens:        []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
+		roles:        roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true},
+		httpAddr:     *httpAddr,
+		metricsAddr:  *metricsAddr,
+		proxyAddr:    *proxyAddr,
+		keys:         keys,
+		sweepPolicy:  sweep.PolicySponsor,
+		archiveAfter: 365 * 24 * time.Hour,
+		archiveEvery: time.Hour,
+		proxyRate:    50,
+		proxyBurst:   100,
 		// The checkout page and its wallet button use this process's own
 		// addresses; merchants' redirect_url may be a local shop.
-		selfBaseURL:       true,
-		selfRPCURL:        true,
-		chainName:         "evmpay dev chain",
+		selfBaseURL: true,
+		selfRPCURL:  true,
+		chain: chainSpec{rpcURL: chain.url, confirmations: 12, chainName: "evmpay dev chain",
+			tokens: []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}}},
 		loopbackRedirects: true,
 		// Offline fiat pricing: the documented fixed dev rates.
 		pricing: pricingConfig{dev: true},

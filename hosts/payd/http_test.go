@@ -58,9 +58,10 @@ func newEdgeEnv(t *testing.T) *edgeEnv {
 		httpAddr:    "127.0.0.1:0",
 		proxyAddr:   "127.0.0.1:0",
 		metricsAddr: "127.0.0.1:0",
-		rpcURL:      chain.url, keys: keys, confirmations: 12, sweepPolicy: sweep.PolicySponsor,
+		chain: chainSpec{rpcURL: chain.url, confirmations: 12,
+			tokens: []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}}},
+		keys: keys, sweepPolicy: sweep.PolicySponsor,
 		archiveAfter: 365 * 24 * time.Hour, archiveEvery: time.Hour, proxyRate: 1000, proxyBurst: 1000,
-		tokens:  []tokenConfig{{Symbol: usdc.Symbol, Address: usdc.Address, Decimals: &decimals}},
 		pricing: pricingConfig{dev: true},
 		log:     slog.New(slog.DiscardHandler),
 	})
@@ -358,7 +359,7 @@ func TestMetrics_EmptyAddress_NoOperatorListener(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	a, err := newApp(ctx, st, appConfig{roles: roleSet{roleSettlement: true}, httpAddr: "127.0.0.1:0",
-		rpcURL: chain.url, keys: keys, log: slog.New(slog.DiscardHandler)})
+		chain: chainSpec{rpcURL: chain.url}, keys: keys, log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	defer a.close()
 	require.Nil(t, a.metricsLn)
@@ -385,7 +386,7 @@ func TestMetrics_OnEveryInterface_WarnedAtStart(t *testing.T) {
 		require.NoError(t, err)
 		var logs syncBuffer
 		a, err := newApp(ctx, st, appConfig{roles: roleSet{roleSettlement: true}, httpAddr: "127.0.0.1:0", metricsAddr: tc.addr,
-			rpcURL: chain.url, keys: keys, log: slog.New(slog.NewTextHandler(&logs, nil))})
+			chain: chainSpec{rpcURL: chain.url}, keys: keys, log: slog.New(slog.NewTextHandler(&logs, nil))})
 		require.NoError(t, err)
 		a.close()
 		st.Close()

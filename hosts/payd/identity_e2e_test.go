@@ -113,10 +113,8 @@ func (r *swapRig) newAppWith(roles []string, opt func(*appConfig)) (*app, error)
 		httpAddr:        "127.0.0.1:0",
 		proxyAddr:       "127.0.0.1:0",
 		metricsAddr:     "127.0.0.1:0",
-		rpcURL:          r.proxy.URL,
-		chainID:         devChainID,
+		chain:           chainSpec{rpcURL: r.proxy.URL, chainID: devChainID, confirmations: 2},
 		keys:            keys,
-		confirmations:   2,
 		sweepPolicy:     sweep.PolicySponsor,
 		archiveEvery:    time.Hour,
 		proxyRate:       50,
@@ -297,7 +295,7 @@ func TestServe_ChainSwappedShallow_EveryRoleRefusesNothingReverted(t *testing.T)
 	// have, the reason is still the chain (the evmd run once said
 	// "decimals() returned 0 bytes").
 	_, err = r.newAppWith([]string{roleAPI}, func(c *appConfig) {
-		c.tokens = []tokenConfig{{Symbol: "USDC", Address: common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")}}
+		c.chain.tokens = []tokenConfig{{Symbol: "USDC", Address: common.HexToAddress("0x5FbDB2315678afecb367f032d93F642f64180aa3")}}
 	})
 	require.ErrorIs(t, err, indexer.ErrChainChanged)
 	require.Contains(t, err.Error(), "refusing to start")

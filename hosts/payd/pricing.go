@@ -211,7 +211,7 @@ func (a *app) buildPricer(chain ethereum.ContractCaller) (*pricing.Pricer, error
 	if assets == nil {
 		// Every chain's coin and tokens (an invoice quotes assets of
 		// other chains too: docs/chains.md).
-		assets = append(assets, strings.ToUpper(cmp.Or(a.cfg.nativeSymbol, invoice.DefaultNativeSymbol)))
+		assets = append(assets, strings.ToUpper(cmp.Or(a.cfg.chain.nativeSymbol, invoice.DefaultNativeSymbol)))
 		for _, as := range a.assets {
 			assets = append(assets, strings.ToUpper(as.Symbol))
 		}
