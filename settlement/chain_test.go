@@ -120,7 +120,14 @@ func newChainEnv(t *testing.T) *chainEnv {
 // tokens.
 func startChainEnv(t *testing.T, c *simChain, tokens ...common.Address) *chainEnv {
 	st := pgtest.New(t)
-	ix, err := indexer.New(indexer.NewClientSource(c.client), st, indexer.Config{Backfill: true, Tokens: tokens,
+	runIndexer(t, c, st, tokens...)
+	return &chainEnv{fixture: newFixture(t, st), c: c}
+}
+
+// runIndexer runs an indexer of chain c into st (bound to c's chain), the
+// Transfer logs of tokens included, until the test ends.
+func runIndexer(t *testing.T, c *simChain, st store.Store, tokens ...common.Address) {
+	ix, err := indexer.New(indexer.NewClientSource(c.client), st, indexer.Config{Backfill: true, ChainID: uint64(c.id), Tokens: tokens,
 		PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ictx, cancel := context.WithCancel(context.Background())
@@ -130,7 +137,6 @@ func startChainEnv(t *testing.T, c *simChain, tokens ...common.Address) *chainEn
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return &chainEnv{fixture: newFixture(t, st), c: c}
 }
 
 // settle waits until the indexer has the chain's head, then runs one

@@ -15,7 +15,6 @@ import (
 
 	"github.com/evmpay/evmpay/hosts/evmpaytest/simchain"
 	"github.com/evmpay/evmpay/hosts/evmpaytest/testtoken"
-	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/api"
 	"github.com/evmpay/evmpay/store/postgres"
@@ -65,17 +64,7 @@ func newXChain(t *testing.T) *xchain {
 		return c, tok
 	}
 	env := func(c *simChain, f *fixture, tok common.Address) *chainEnv {
-		ix, err := indexer.New(indexer.NewClientSource(c.client), f.st, indexer.Config{Backfill: true, ChainID: uint64(c.id),
-			Tokens: []common.Address{tok}, PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond,
-			RetryMax: 50 * time.Millisecond})
-		require.NoError(t, err)
-		ictx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- ix.Run(ictx) }()
-		t.Cleanup(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
+		runIndexer(t, c, f.st, tok)
 		return &chainEnv{fixture: f, c: c}
 	}
 	ca, ta := chain(1337)

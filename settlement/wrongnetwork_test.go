@@ -1,7 +1,6 @@
 package settlement
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
-	"github.com/evmpay/evmpay/indexer"
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/sweep"
@@ -31,16 +29,7 @@ func newTwoChains(t *testing.T) *twoChains {
 	t.Parallel()
 	db := pgtest.New(t)
 	env := func(c *simChain, f *fixture) *chainEnv {
-		ix, err := indexer.New(indexer.NewClientSource(c.client), f.st, indexer.Config{Backfill: true, ChainID: uint64(c.id),
-			PollInterval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
-		require.NoError(t, err)
-		ictx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- ix.Run(ictx) }()
-		t.Cleanup(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
+		runIndexer(t, c, f.st)
 		return &chainEnv{fixture: f, c: c}
 	}
 	fa := newFixture(t, db.Chain(1337))

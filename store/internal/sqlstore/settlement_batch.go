@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
@@ -170,10 +171,8 @@ func (s *Store) UpdateInvoiceStates(ctx context.Context, invs []*store.Invoice) 
 				if err != nil {
 					return err
 				}
-				if n, err := res.RowsAffected(); err != nil {
+				if err := fenced(res, inv); err != nil {
 					return err
-				} else if n != 1 {
-					return fmt.Errorf("%w: invoice %d changed since it was read (version %d)", store.ErrConflict, inv.ID, inv.Version)
 				}
 			}
 			bumpVersions(invs)
@@ -232,12 +231,21 @@ func (s *Store) MoveInvoice(ctx context.Context, inv *store.Invoice) error {
 	if err != nil {
 		return err
 	}
+	if err := fenced(res, inv); err != nil {
+		return err
+	}
+	inv.Version++
+	return nil
+}
+
+// fenced checks that an UPDATE fenced by inv's version changed its row:
+// otherwise the invoice changed since it was read (ErrConflict).
+func fenced(res sql.Result, inv *store.Invoice) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n != 1 {
 		return fmt.Errorf("%w: invoice %d changed since it was read (version %d)", store.ErrConflict, inv.ID, inv.Version)
 	}
-	inv.Version++
 	return nil
 }
 
