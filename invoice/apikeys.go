@@ -147,7 +147,7 @@ func (s *Service) settingsJSON(p store.PayoutPolicy) payoutSettings {
 	out := payoutSettings{Assets: []assetSettings{}, AllowlistEnabled: p.AllowlistEnabled,
 		Allowlist: make([]store.ChecksumAddress, 0, len(p.Allowlist))}
 	for _, ap := range p.Assets {
-		a := api.AssetOf(ap.Token, s.assets.list...)
+		a := api.AssetOf(ap.Token, s.homeChain().assets.list...)
 		name := a.Symbol
 		if name == "" && a.Address != nil {
 			name = a.Address.Hex()
@@ -222,7 +222,7 @@ func (s *Service) putPayoutSettingsFrom(ctx context.Context, p Principal, body [
 			if json.Unmarshal(am["asset"], &n) != nil || n == "" {
 				return payoutSettings{}, problem.OfField(problem.CodeMissingField, field+".asset", "each entry names its asset")
 			}
-			a, ok := s.assets.lookup(n)
+			a, ok := s.homeChain().assets.lookup(n)
 			if !ok {
 				return payoutSettings{}, problem.OfField(problem.CodeUnknownAsset, field+".asset", "asset "+strconv.Quote(n)+" is not accepted here")
 			}

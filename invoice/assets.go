@@ -29,9 +29,6 @@ type assetSet struct {
 	list     []store.Asset
 }
 
-// nativeOnly is the asset set of a Service configured with no tokens.
-var nativeOnly, _ = newAssetSet(nil)
-
 func newAssetSet(assets []store.Asset) (*assetSet, error) {
 	set := &assetSet{native: store.NativeAsset(DefaultNativeSymbol), bySymbol: map[string]store.Asset{},
 		byToken: map[common.Address]store.Asset{}}
@@ -101,15 +98,6 @@ func (s *Service) parseAsset(c *chain, raw json.RawMessage) (store.Asset, *probl
 		return c.assets.native, nil
 	}
 	return s.parseAssetName(c, raw, "asset")
-}
-
-// assetSet is the service's assets (the native coin only for a Service
-// not made by New, in tests).
-func (s *Service) assetSet() *assetSet {
-	if s.assets == nil {
-		return nativeOnly
-	}
-	return s.assets
 }
 
 // parseAssetName reads one asset name, a symbol or token address
@@ -210,8 +198,8 @@ func paymentURI(chainID uint64, a store.Asset, deposit common.Address, amount st
 // Assets returns the assets invoices on New's chain may be for: the native
 // coin first, then the configured tokens (ChainAssets: another chain's).
 func (s *Service) Assets() []store.Asset {
-	out := make([]store.Asset, len(s.assets.list))
-	copy(out, s.assets.list)
+	out := make([]store.Asset, len(s.homeChain().assets.list))
+	copy(out, s.homeChain().assets.list)
 	return out
 }
 

@@ -91,15 +91,8 @@ func newChains(st Store, home uint64, cfg Config) ([]*chain, error) {
 	return out, nil
 }
 
-// homeChain is New's chain (made from the Service's fields for a Service
-// not made by New, in tests).
-func (s *Service) homeChain() *chain {
-	if len(s.chains) > 0 {
-		return s.chains[0]
-	}
-	return &chain{id: s.chainID, st: s.st, assets: s.assetSet(), tokenMax: s.cfg.TokenMaxAmounts,
-		confirmations: s.cfg.Confirmations, finality: s.cfg.Finality}
-}
+// homeChain is New's chain.
+func (s *Service) homeChain() *chain { return s.chains[0] }
 
 // chainOf is the chain of an invoice or outbound on chain id: a configured
 // one, else (a record another deployment's configuration made) New's
@@ -120,17 +113,11 @@ func (s *Service) configuredChain(id uint64) (*chain, bool) {
 			return c, true
 		}
 	}
-	if len(s.chains) == 0 && id == s.chainID {
-		return s.homeChain(), true
-	}
 	return nil, false
 }
 
 // ChainIDs returns the chains invoices may be created on, New's first.
 func (s *Service) ChainIDs() []uint64 {
-	if len(s.chains) == 0 {
-		return []uint64{s.chainID}
-	}
 	out := make([]uint64, len(s.chains))
 	for i, c := range s.chains {
 		out[i] = c.id

@@ -51,6 +51,11 @@ func TestCreate_ChainID_TheInvoiceIsOnTheNamedChain(t *testing.T) {
 	bothStoresWith(t, withOtherChain, func(t *testing.T, e *env) {
 		m := e.newMerchant()
 		require.Equal(t, []uint64{chainID, otherChain}, e.svc.ChainIDs())
+		assets, ok := e.svc.ChainAssets(otherChain)
+		require.True(t, ok)
+		require.Equal(t, []string{"TEST", "USDC"}, []string{assets[0].Symbol, assets[1].Symbol}, "the chain's coin first, then its tokens")
+		_, ok = e.svc.ChainAssets(5)
+		require.False(t, ok, "a chain not served")
 
 		home := e.mustCreate(m.APIKey, "h", `{"amount_wei":"1000"}`)
 		require.EqualValues(t, chainID, home.ChainID)

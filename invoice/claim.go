@@ -75,7 +75,7 @@ func (s *Service) claimJSON(r *http.Request, o store.Outbound) (claimView, error
 		return claimView{}, err
 	}
 	a := o.Asset()
-	v := claimView{Status: o.Status, Asset: a, Amount: o.Amount, AmountFormatted: a.Format(o.Amount), ChainID: cmp.Or(o.ChainID, s.chainID),
+	v := claimView{Status: o.Status, Asset: a, Amount: o.Amount, AmountFormatted: a.Format(o.Amount), ChainID: cmp.Or(o.ChainID, s.homeChain().id),
 		MerchantName: m.Name, Reason: o.Reason, PaidBy: map[string]string{store.PaidByService: "service", store.PaidByMerchant: "merchant"}[o.PaidBy],
 		TxHash: o.TxHash, CreatedAt: o.CreatedAt.UTC()}
 	if o.ConfirmedAt != nil {

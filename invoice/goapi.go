@@ -672,8 +672,9 @@ func (s *Service) PayoutWallet(ctx context.Context, merchantID int64) (PayoutWal
 	if err != nil {
 		return PayoutWallet{}, err
 	}
-	return PayoutWallet{Address: store.ChecksumAddress(wl.Address), ChainID: s.chainID,
-		PaymentURI: "ethereum:" + wl.Address.Hex() + "@" + strconv.FormatUint(s.chainID, 10), CreatedAt: wl.CreatedAt.UTC()}, nil
+	home := s.homeChain().id
+	return PayoutWallet{Address: store.ChecksumAddress(wl.Address), ChainID: home,
+		PaymentURI: "ethereum:" + wl.Address.Hex() + "@" + strconv.FormatUint(home, 10), CreatedAt: wl.CreatedAt.UTC()}, nil
 }
 
 // LedgerQuery bounds a ledger export: entries with At in [From, To); zero
@@ -698,7 +699,7 @@ func (s *Service) AllLedger(ctx context.Context, q LedgerQuery) iter.Seq2[api.Le
 func (s *Service) ledger(ctx context.Context, merchantID *int64, q LedgerQuery) iter.Seq2[api.LedgerEntry, error] {
 	return func(yield func(api.LedgerEntry, error) bool) {
 		f := store.LedgerFilter{MerchantID: merchantID, From: q.From, To: q.To, Limit: ledgerPage}
-		assets := s.assets.list
+		assets := s.homeChain().assets.list
 		for {
 			page, err := s.st.ListLedgerEntries(ctx, f)
 			if err != nil {

@@ -553,7 +553,7 @@ func (s *Service) createRefundFrom(ctx context.Context, m Principal, invoiceID i
 // newOutbound is the record of a request, before its gates.
 func (s *Service) newOutbound(p Principal, req outboundRequest) store.Outbound {
 	now := s.now()
-	o := store.Outbound{ChainID: s.chainID, Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
+	o := store.Outbound{ChainID: s.homeChain().id, Kind: req.kind, MerchantID: p.Merchant.ID, Reason: req.reason, Reference: req.reference,
 		Amount: req.amount, Destination: req.dest, PaidBy: req.paidBy, CreatedByKey: p.KeyID, CreatedByUser: p.UserID, CreatedAt: now, UpdatedAt: now}
 	if req.kind == store.OutboundPayout {
 		o.Reason = ""

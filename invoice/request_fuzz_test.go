@@ -21,7 +21,11 @@ func FuzzParseInvoiceRequest(f *testing.F) {
 	}
 	cfg := Config{}
 	cfg.fill()
-	s := &Service{cfg: cfg}
+	native, err := newAssetSet(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := &Service{cfg: cfg, chains: []*chain{{id: 1337, assets: native, confirmations: 12}}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, perr := s.parseInvoiceRequest(body)
 		if perr != nil {

@@ -51,7 +51,7 @@ func (s *Service) SearchInvoices(ctx context.Context, merchantID int64, q Invoic
 		f.Statuses = append(f.Statuses, st)
 	}
 	if q.Asset != "" {
-		a, ok := s.assetSet().lookup(q.Asset)
+		a, ok := s.homeChain().assets.lookup(q.Asset)
 		if !ok {
 			return InvoicePage{}, problem.OfField(problem.CodeUnknownAsset, "asset", "not an asset this service accepts")
 		}

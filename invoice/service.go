@@ -262,12 +262,10 @@ type Service struct {
 	st      Store
 	creds   *Credentials
 	deriver *hdwallet.Deriver
-	chainID uint64
 	// chains are the chains invoices are created on, New's first.
 	chains []*chain
 	cfg    Config
 	auth   *Authenticator
-	assets *assetSet
 	addrs  *addrCache
 	// lookups counts failed lookup-token reads per client address.
 	lookups *lookupLimiter
@@ -309,7 +307,7 @@ func New(st Store, creds *Credentials, deriver *hdwallet.Deriver, chainID uint64
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{st: st, creds: creds, deriver: deriver, chainID: chainID, chains: chains, cfg: cfg, assets: chains[0].assets,
+	s := &Service{st: st, creds: creds, deriver: deriver, chains: chains, cfg: cfg,
 		lookups: newLookupLimiter(cfg.PublicLookups),
 		auth:    auth, addrs: newAddrCache(deriver, addrLookahead(cfg.CreateBatchSize)), log: cfg.Logger, openapi: doc}
 	s.batcher = newBatcher(s, cfg.CreateBatchSize)
