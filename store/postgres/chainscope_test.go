@@ -154,36 +154,45 @@ func TestMigrate0190_Interrupted_RerunsToTheSameSchema(t *testing.T) {
 // after its lock_timeout and tries again, so a reader arriving meanwhile
 // reads, and the migration completes once the long transaction ends.
 func TestMigrate0190_LongTransaction_OthersKeepReadingAndMigrationWaits(t *testing.T) {
-	ctx := context.Background()
 	st := oneChainDatabase(t)
+	migrateBehindALongReader(t, st, "blocks")
+	requireKey(t, st.DB(), "blocks", "chain_id, number")
+}
+
+// migrateBehindALongReader runs st's migrations while a long transaction
+// reads table (a report: it holds ACCESS SHARE until it ends). The
+// migration must ask for the table's lock and wait; another reader
+// arriving meanwhile must read (between the ALTER's tries, without
+// waiting for the long transaction); the migration must complete once the
+// long transaction ends. It returns the rows that reader counted.
+func migrateBehindALongReader(t *testing.T, st *postgres.Store, table string) int {
+	t.Helper()
+	ctx := context.Background()
 	db := st.DB()
 	long, err := db.BeginTxx(ctx, nil)
 	require.NoError(t, err)
 	var n int
-	require.NoError(t, long.Get(&n, `SELECT count(*) FROM blocks`)) // holds ACCESS SHARE until it ends
+	require.NoError(t, long.Get(&n, `SELECT count(*) FROM `+table))
 
 	done := make(chan error, 1)
 	go func() { done <- st.Migrate(ctx) }()
-	// The migrator is waiting on blocks when pg_locks shows an ungranted
-	// lock request on it (or the migration already ended).
+	// The migrator is waiting on the table when pg_locks shows an
+	// ungranted lock request on it.
 	require.Eventually(t, func() bool {
 		var waiting int
-		_ = db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'blocks'::regclass`)
+		_ = db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, table)
 		return waiting > 0
-	}, 30*time.Second, 10*time.Millisecond, "the migration asks for blocks' lock")
+	}, 30*time.Second, 10*time.Millisecond, "the migration asks for %s' lock", table)
 
-	// Another reader of blocks, while the long transaction still holds
-	// it: it reads (between the ALTER's tries), it does not wait for the
-	// long transaction to end.
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	require.NoError(t, db.GetContext(rctx, &n, `SELECT count(*) FROM blocks`), "a reader got through while the migration waited")
+	require.NoError(t, db.GetContext(rctx, &n, `SELECT count(*) FROM `+table), "a reader got through while the migration waited")
 	select {
 	case err := <-done:
-		t.Fatalf("the migration ended while a transaction held blocks: %v", err)
+		t.Fatalf("the migration ended while a transaction held %s: %v", table, err)
 	default:
 	}
 	require.NoError(t, long.Rollback())
 	require.NoError(t, <-done)
-	requireKey(t, db, "blocks", "chain_id, number")
+	return n
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 	"github.com/evmpay/evmpay/store/storetest"
-	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

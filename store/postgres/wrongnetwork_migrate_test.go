@@ -158,34 +158,9 @@ func TestMigrate0193_Interrupted_RerunsToTheSameSchema(t *testing.T) {
 // lock_timeout and tries again, a reader arriving meanwhile reads, and
 // the migration completes once the long transaction ends.
 func TestMigrate0193_LongTransaction_OthersKeepReadingAndMigrationWaits(t *testing.T) {
-	ctx := context.Background()
 	st, _ := twoChainPayments(t)
-	db := st.DB()
-	long, err := db.BeginTxx(ctx, nil)
-	require.NoError(t, err)
-	var n int
-	require.NoError(t, long.Get(&n, `SELECT count(*) FROM payments`)) // holds ACCESS SHARE until it ends
-
-	done := make(chan error, 1)
-	go func() { done <- st.Migrate(ctx) }()
-	require.Eventually(t, func() bool {
-		var waiting int
-		_ = db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'payments'::regclass`)
-		return waiting > 0
-	}, 30*time.Second, 10*time.Millisecond, "the migration asks for payments' lock")
-
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	require.NoError(t, db.GetContext(rctx, &n, `SELECT count(*) FROM payments`), "a reader got through while the migration waited")
-	require.Equal(t, 3, n)
-	select {
-	case err := <-done:
-		t.Fatalf("the migration ended while a transaction held payments: %v", err)
-	default:
-	}
-	require.NoError(t, long.Rollback())
-	require.NoError(t, <-done)
+	require.Equal(t, 3, migrateBehindALongReader(t, st, "payments"))
 	var chains []int64
-	require.NoError(t, db.Select(&chains, `SELECT chain_id FROM payments ORDER BY invoice_id`))
+	require.NoError(t, st.DB().Select(&chains, `SELECT chain_id FROM payments ORDER BY invoice_id`))
 	require.Equal(t, []int64{1337, 10, 10}, chains)
 }
