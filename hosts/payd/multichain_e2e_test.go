@@ -44,7 +44,7 @@ type twoChains struct {
 	settle common.Address
 	st     store.Store
 	dbURL  string
-	// second is where the second chain's two node URLs lead (proxies
+	// second is where the second chain's node URLs lead (proxies
 	// whose node point changes); secondNodes are those proxies.
 	second      atomic.Pointer[url.URL]
 	secondNodes []*httptest.Server
@@ -52,6 +52,13 @@ type twoChains struct {
 }
 
 func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains {
+	t.Helper()
+	return newTwoChainsNodes(t, 1, roles, opt)
+}
+
+// newTwoChainsNodes is newTwoChains with the second chain reached through
+// nodes node URLs (two or more: a node pool).
+func newTwoChainsNodes(t *testing.T, nodes int, roles roleSet, opt func(*appConfig)) *twoChains {
 	t.Helper()
 	ctx := context.Background()
 	keys, err := newDevProvider(func(string) string { return "" }, t.TempDir())
@@ -67,9 +74,8 @@ func newTwoChains(t *testing.T, roles roleSet, opt func(*appConfig)) *twoChains 
 		r.chains[id] = r.startChain(id)
 	}
 	r.point(r.chains[secondDevChain])
-	// The second chain is reached through two node URLs (a node pool).
 	var urls []string
-	for range 2 {
+	for range nodes {
 		proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(r.second.Load()) }})
 		t.Cleanup(proxy.Close)
 		r.secondNodes = append(r.secondNodes, proxy)
@@ -372,7 +378,7 @@ func TestServe_TwoChains_FiatInvoicePaidOnTheOtherQuotedChain(t *testing.T) {
 // still settle and are swept once; the status report shows the dead node.
 func TestServe_TwoChains_OneOfTheSecondChainsNodesKilled_ItsInvoicesStillSettle(t *testing.T) {
 	t.Parallel()
-	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	r := newTwoChainsNodes(t, 2, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
 	before := r.create(map[string]any{"amount_wei": "100000000000000000", "chain_id": secondDevChain})
 	r.pay(secondDevChain, before["payment_uri"].(string))
 	r.secondNodes[1].CloseClientConnections()
