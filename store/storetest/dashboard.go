@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func dashboardTests() []test {
 		{"Dashboard_OutboundRecordsItsUsers", testDashboardOutboundUsers},
 		{"Dashboard_SearchInvoices", testDashboardSearchInvoices},
 		{"Dashboard_InvoiceVolumesFollowEveryInsertAndPayment", testDashboardVolumes},
+		{"Dashboard_InvoiceVolumesFollowBulkInsertsAndUpdates", testDashboardVolumesInBulk},
 	}
 }
 
@@ -424,4 +426,67 @@ func testDashboardVolumes(t *testing.T, st store.Store) {
 		{"2026-11-21", true, 1, "12500000"},
 	}, got, "exact to the wei, per day and asset, this merchant's only")
 	require.Equal(t, usdc().Address.Hex(), vs[2].Token.Hex())
+}
+
+// testDashboardVolumesInBulk is testDashboardVolumes for many rows in one
+// statement, as settlement writes them (PostgreSQL's roll-up sums a
+// statement's rows per day and asset, migration 0194): every row is
+// counted once, to the wei, under its own day and asset.
+func testDashboardVolumesInBulk(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	day1 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	day2 := day1.AddDate(0, 0, 1)
+	huge := maxUint256()
+	var invs []*store.Invoice
+	for i, c := range []struct {
+		day   time.Time
+		token bool
+		paid  store.Amount
+	}{
+		{day1, false, store.Amount{}}, {day1, false, store.NewAmount(7)}, {day1, true, store.Amount{}},
+		{day2, false, store.Amount{}}, {day2, true, store.Amount{}}, {day2, true, store.Amount{}},
+	} {
+		idx, err := st.NextDerivationIndex(ctx)
+		require.NoError(t, err)
+		inv := &store.Invoice{MerchantID: m.ID, Status: store.StatusPending, AmountWei: store.NewAmount(1), ChainID: 1337,
+			DepositAddress: randAddr(), DerivationIndex: idx, PaymentURI: fmt.Sprintf("ethereum:0x0@1337?value=%d", i),
+			LookupTokenHash: randBytes(32), ExpiresAt: c.day.Add(time.Hour), CreatedAt: c.day, UpdatedAt: c.day,
+			SweepStatus: store.SweepNone, PaidWei: c.paid}
+		if c.token {
+			inv.SetAsset(usdc())
+		}
+		invs = append(invs, inv)
+	}
+	require.NoError(t, st.CreateInvoices(ctx, invs))
+
+	// One statement pays five of them: two on the same day and asset, one
+	// to the top of uint256, one back down (a reorg), one not at all.
+	var updated []*store.Invoice
+	for i, paid := range []store.Amount{store.NewAmount(10), store.NewAmount(3), store.NewAmount(20), huge, store.NewAmount(0)} {
+		got, err := st.GetInvoice(ctx, invs[i].ID)
+		require.NoError(t, err)
+		got.PaidWei = paid
+		got.Status = store.StatusPaid
+		updated = append(updated, &got)
+	}
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error { return tx.UpdateInvoiceStates(ctx, updated) }))
+
+	vs, err := st.InvoiceVolumes(ctx, m.ID, day1.Truncate(24*time.Hour), day2.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	type row struct {
+		day      string
+		token    bool
+		invoices int64
+		paid     string
+	}
+	var got []row
+	for _, v := range vs {
+		got = append(got, row{v.Day.Format(time.DateOnly), v.Token != nil, v.Invoices, v.Paid.String()})
+	}
+	require.Equal(t, []row{
+		{"2026-11-20", false, 2, "13"}, // 10, and 7 at creation → 3
+		{"2026-11-20", true, 1, "20"},
+		{"2026-11-21", false, 1, huge.String()},
+		{"2026-11-21", true, 2, "0"},
+	}, got, "every row once, exact to the wei, per day and asset")
 }
