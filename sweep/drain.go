@@ -82,8 +82,12 @@ func (s *Sweeper) drain(ctx context.Context, p *pass, r Retired) error {
 	if err != nil {
 		return err
 	}
+	slots, err := s.nonceSlots(ctx, unmined, store.SweepTxTopUp)
+	if err != nil {
+		return err
+	}
 	waiting := false
-	for _, sl := range groupSlots(unmined, store.SweepTxTopUp) {
+	for _, sl := range slots {
 		if err := s.refresh(ctx, p, sl); err != nil {
 			return err
 		}
@@ -104,11 +108,7 @@ func (s *Sweeper) drain(ctx context.Context, p *pass, r Retired) error {
 		if !v.replace {
 			continue
 		}
-		hist, err := s.st.ListSweepTxsByNonce(ctx, from, store.SweepTxTopUp, live.Nonce)
-		if err != nil {
-			return err
-		}
-		f, stop := s.replacement(ctx, p, live, s.replacementCapped(hist))
+		f, stop := s.replacement(ctx, p, live, s.replacementCapped(sl.txs))
 		if stop != "" {
 			if err := s.keepSending(ctx, p, live); err != nil {
 				return err

@@ -204,8 +204,13 @@ func (s *Sweeper) unblock(ctx context.Context, p *pass, addr common.Address) err
 		case t.Nonce < next:
 			// Mined (or its nonce used): record a mined one, so that the
 			// wallet's committed balance and gas spend stay true even when
-			// its invoice is FAILED and not being worked on.
-			sl := &slot{kind: t.Kind, from: t.From, nonce: t.Nonce, txs: []store.SweepTx{*t}}
+			// its invoice is FAILED and not being worked on. The mined one
+			// may be an original it replaced (nonceSlots).
+			all, err := s.st.ListSweepTxsByNonce(ctx, t.From, t.Kind, t.Nonce)
+			if err != nil {
+				return err
+			}
+			sl := &slot{kind: t.Kind, from: t.From, nonce: t.Nonce, txs: all}
 			if err := s.refresh(ctx, p, sl); err != nil {
 				return err
 			}
@@ -247,8 +252,12 @@ func (s *Sweeper) topUp(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
+	slots, err := s.nonceSlots(ctx, unmined, store.SweepTxTopUp)
+	if err != nil {
+		return err
+	}
 	inFlight := false
-	for _, sl := range groupSlots(unmined, store.SweepTxTopUp) {
+	for _, sl := range slots {
 		if err := s.refresh(ctx, p, sl); err != nil {
 			return err
 		}
@@ -272,13 +281,7 @@ func (s *Sweeper) topUp(ctx context.Context, p *pass) error {
 			s.log.ErrorContext(ctx, "sweep: the gas funder cannot pay the top-up", slog.String("funder", funder.Hex()),
 				slog.String("value_wei", live.ValueWei.String()))
 		case v.replace:
-			// The slot holds only the unmined transaction (replaced ones
-			// are not listed): count the nonce's replacements in the store.
-			hist, err := s.st.ListSweepTxsByNonce(ctx, funder, store.SweepTxTopUp, live.Nonce)
-			if err != nil {
-				return err
-			}
-			f, stop := s.replacement(ctx, p, live, s.replacementCapped(hist))
+			f, stop := s.replacement(ctx, p, live, s.replacementCapped(sl.txs))
 			if stop != "" {
 				if err := s.keepSending(ctx, p, live); err != nil {
 					return err

@@ -68,6 +68,27 @@ func groupSlots(txs []store.SweepTx, kind string) []*slot {
 	return out
 }
 
+// nonceSlots groups the unmined transactions of kind (one sender's) into
+// slots, each with every transaction of its nonce, replaced ones too
+// (ListUnminedSweepTxs lists only SIGNED and SENT). The original of a
+// replacement may be the one the chain mined: it was already on its way
+// when the bumped one was signed, which the node then refuses as "nonce
+// too low", and only the original's receipt says what used the nonce.
+// With the replacement alone in the slot that looked like a nonce used by
+// someone else: the slot was marked FAILED and the mined original never
+// reached the ledger.
+func (s *Sweeper) nonceSlots(ctx context.Context, unmined []store.SweepTx, kind string) ([]*slot, error) {
+	slots := groupSlots(unmined, kind)
+	for _, sl := range slots {
+		all, err := s.st.ListSweepTxsByNonce(ctx, sl.from, kind, sl.nonce)
+		if err != nil {
+			return nil, err
+		}
+		sl.txs = all
+	}
+	return slots, nil
+}
+
 // refresh looks up the receipts of a slot's transactions (newest first) and
 // records what it finds: which one is mined, or that a mined one was
 // reorged out (back to SENT, to be re-broadcast).
