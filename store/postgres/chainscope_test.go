@@ -15,12 +15,10 @@ import (
 	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
-// oneChainDatabase returns a store on an empty database migrated to 0180
-// (before the index rows carried their chain), holding one chain's rows as
-// the previous version wrote them: chain 262144's identity, two blocks
-// with a transaction and a token transfer each, the indexer's and
-// settlement's cursors, a checkpoint, a finalized block, a reorg.
-func oneChainDatabase(t *testing.T) *postgres.Store {
+// migratedTo returns a store on a new database of its own, migrated up
+// to and including version: a database the previous version left, for a
+// migration's test to add rows to and then Migrate.
+func migratedTo(t *testing.T, version int) *postgres.Store {
 	t.Helper()
 	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
 	require.NoError(t, err)
@@ -29,7 +27,18 @@ func oneChainDatabase(t *testing.T) *postgres.Store {
 	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.MigrateTo(ctx, 180))
+	require.NoError(t, st.MigrateTo(ctx, version))
+	return st
+}
+
+// oneChainDatabase returns a store on an empty database migrated to 0180
+// (before the index rows carried their chain), holding one chain's rows as
+// the previous version wrote them: chain 262144's identity, two blocks
+// with a transaction and a token transfer each, the indexer's and
+// settlement's cursors, a checkpoint, a finalized block, a reorg.
+func oneChainDatabase(t *testing.T) *postgres.Store {
+	t.Helper()
+	st := migratedTo(t, 180)
 	h := func(b string) string { return `\x` + strings.Repeat("0", 64-len(b)) + b } // a 32-byte hash
 	a := func(b string) string { return `\x` + strings.Repeat("0", 40-len(b)) + b } // an address
 	for _, q := range []string{

@@ -10,7 +10,6 @@ import (
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
-	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
 // at0193 returns a store on a database left at 0193 (row-level ledger and
@@ -18,20 +17,10 @@ import (
 // invoice paid, written by those triggers.
 func at0193(t *testing.T) (*postgres.Store, store.Invoice) {
 	t.Helper()
-	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
-	require.NoError(t, err)
-	t.Cleanup(drop)
+	st := migratedTo(t, 193)
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.MigrateTo(ctx, 193))
-
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	m := store.Merchant{Name: "shop", APIKeyDigest: []byte("digest-triggers-migration-000000"), APIKeyHash: "x",
-		APIKeyPrefix: "sk_test", WebhookSecretCiphertext: []byte("c"), SettlementAddress: common.Address{9},
-		CreatedAt: now, UpdatedAt: now}
-	require.NoError(t, st.CreateMerchant(ctx, &m))
+	m := shop(t, st, now)
 	h := st.Chain(1337)
 	idx, err := h.NextDerivationIndex(ctx)
 	require.NoError(t, err)

@@ -11,8 +11,17 @@ import (
 
 	"github.com/evmpay/evmpay/store"
 	"github.com/evmpay/evmpay/store/postgres"
-	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
+
+// shop creates a merchant on st.
+func shop(t *testing.T, st *postgres.Store, now time.Time) store.Merchant {
+	t.Helper()
+	m := store.Merchant{Name: "shop", APIKeyDigest: []byte("digest-migration-test-0000000000"), APIKeyHash: "x",
+		APIKeyPrefix: "sk_test", WebhookSecretCiphertext: []byte("c"), SettlementAddress: common.Address{9},
+		CreatedAt: now, UpdatedAt: now}
+	require.NoError(t, st.CreateMerchant(context.Background(), &m))
+	return m
+}
 
 // twoChainPayments returns a store on a database left at 0192 that
 // already holds two chains (1337 and 10: two recorded identities), an
@@ -21,20 +30,10 @@ import (
 // payment. It returns the invoices' ids: 1337's, 10's, the archived one.
 func twoChainPayments(t *testing.T) (*postgres.Store, [3]int64) {
 	t.Helper()
-	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
-	require.NoError(t, err)
-	t.Cleanup(drop)
+	st := migratedTo(t, 192)
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.MigrateTo(ctx, 192))
-
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	m := store.Merchant{Name: "shop", APIKeyDigest: []byte("digest-wrongnet-migration-000000"), APIKeyHash: "x",
-		APIKeyPrefix: "sk_test", WebhookSecretCiphertext: []byte("c"), SettlementAddress: common.Address{9},
-		CreatedAt: now, UpdatedAt: now}
-	require.NoError(t, st.CreateMerchant(ctx, &m))
+	m := shop(t, st, now)
 	var ids [3]int64
 	for i, c := range []struct {
 		chain   uint64

@@ -380,6 +380,22 @@ func testDashboardSearchInvoices(t *testing.T, st store.Store) {
 	require.Equal(t, []int64{paid.ID}, ids(store.InvoiceSearch{InvoiceFilter: store.InvoiceFilter{Limit: 1}}))
 }
 
+// volumeRow is a DailyVolume as the volume tests compare it.
+type volumeRow struct {
+	day      string
+	token    bool
+	invoices int64
+	paid     string
+}
+
+func volumeRows(vs []store.DailyVolume) []volumeRow {
+	var out []volumeRow
+	for _, v := range vs {
+		out = append(out, volumeRow{v.Day.Format(time.DateOnly), v.Token != nil, v.Invoices, v.Paid.String()})
+	}
+	return out
+}
+
 func testDashboardVolumes(t *testing.T, st store.Store) {
 	m := newMerchant(t, st)
 	other := newMerchant(t, st)
@@ -410,21 +426,11 @@ func testDashboardVolumes(t *testing.T, st store.Store) {
 
 	vs, err := st.InvoiceVolumes(ctx, m.ID, day1.Truncate(24*time.Hour), day2.AddDate(0, 0, 1))
 	require.NoError(t, err)
-	type row struct {
-		day      string
-		token    bool
-		invoices int64
-		paid     string
-	}
-	var got []row
-	for _, v := range vs {
-		got = append(got, row{v.Day.Format(time.DateOnly), v.Token != nil, v.Invoices, v.Paid.String()})
-	}
-	require.Equal(t, []row{
+	require.Equal(t, []volumeRow{
 		{"2026-11-20", false, 2, "1000000000000000000"},
 		{"2026-11-21", false, 1, huge.String()},
 		{"2026-11-21", true, 1, "12500000"},
-	}, got, "exact to the wei, per day and asset, this merchant's only")
+	}, volumeRows(vs), "exact to the wei, per day and asset, this merchant's only")
 	require.Equal(t, usdc().Address.Hex(), vs[2].Token.Hex())
 }
 
@@ -473,20 +479,10 @@ func testDashboardVolumesInBulk(t *testing.T, st store.Store) {
 
 	vs, err := st.InvoiceVolumes(ctx, m.ID, day1.Truncate(24*time.Hour), day2.AddDate(0, 0, 1))
 	require.NoError(t, err)
-	type row struct {
-		day      string
-		token    bool
-		invoices int64
-		paid     string
-	}
-	var got []row
-	for _, v := range vs {
-		got = append(got, row{v.Day.Format(time.DateOnly), v.Token != nil, v.Invoices, v.Paid.String()})
-	}
-	require.Equal(t, []row{
+	require.Equal(t, []volumeRow{
 		{"2026-11-20", false, 2, "13"}, // 10, and 7 at creation → 3
 		{"2026-11-20", true, 1, "20"},
 		{"2026-11-21", false, 1, huge.String()},
 		{"2026-11-21", true, 2, "0"},
-	}, got, "every row once, exact to the wei, per day and asset")
+	}, volumeRows(vs), "every row once, exact to the wei, per day and asset")
 }
