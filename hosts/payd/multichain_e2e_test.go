@@ -266,10 +266,12 @@ func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.
 // A payment sent on the wrong one of the two chains is recorded there,
 // flags the invoice, and is refunded on that chain from the deposit
 // address (reason wrong_network); the invoice is still paid on its own
-// chain, and both chains' ledgers reconcile.
+// chain, and both chains' ledgers reconcile. The second chain is behind a
+// pool of two node URLs, as when this test once caught a replaced gas
+// top-up whose original was mined being marked FAILED (docs/chains.md).
 func TestServe_TwoChains_WrongNetworkPaymentRecordedAndRefunded(t *testing.T) {
 	t.Parallel()
-	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
+	r := newTwoChainsNodes(t, 2, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
 	const amount = "400000000000000000"
 	inv := r.create(map[string]any{"amount_wei": amount})
 	id := int64(inv["id"].(float64))
