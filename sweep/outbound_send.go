@@ -38,8 +38,8 @@ func (s *Sweeper) advanceServicePaid(ctx context.Context, p *pass, o store.Outbo
 	}
 	source := o.Source
 	if source == "" {
-		if source, err = s.chooseSource(ctx, p, o); err != nil {
-			return obOutcome{}, err
+		if source, err = s.chooseSource(ctx, p, o); err != nil || source == "" {
+			return obOutcome{}, err // "": decided at a later pass
 		}
 	}
 	acct, inv, reason, err := s.outboundAccount(ctx, o, source)
@@ -135,9 +135,24 @@ func ptrTo[T any](v T) *T { return &v }
 // it yet, no other refund leaving from there), else the merchant's payout
 // wallet. The choice is written under the invoice's row lock, which the
 // sweep's signing takes too: from then on the sweep waits for the refund.
+//
+// A refund's choice waits ("" and no error) until the pass's head has
+// reached every payment of its invoice on this chain: below one, the
+// deposit's balance lacks that money, and the refund would go to the
+// payout wallet for good (a wrong-network refund created as its payment
+// was recorded, read through a node a block behind the indexer's).
 func (s *Sweeper) chooseSource(ctx context.Context, p *pass, o store.Outbound) (string, error) {
 	source := store.SourcePayoutWallet
 	if o.Kind == store.OutboundRefund && o.InvoiceID != nil {
+		ps, err := s.st.ListPaymentsByInvoice(ctx, *o.InvoiceID)
+		if err != nil {
+			return "", err
+		}
+		for _, pay := range ps {
+			if pay.ChainID == o.ChainID && pay.BlockNumber > p.number {
+				return "", nil
+			}
+		}
 		ok, err := s.depositEligible(ctx, p, o)
 		if err != nil {
 			return "", err

@@ -449,3 +449,39 @@ func TestLedger_StartsAfterAMinedTopUp_TheOpeningBalanceHoldsItOnce(t *testing.T
 	}
 	e.reconcile()
 }
+
+// A refund created as soon as its payment was recorded, while the node the
+// sweep reads is a block behind the indexer's: at the sweep's head the
+// deposit does not hold the money yet. The refund's source is decided
+// only once the sweep's head has reached the payment — from the deposit,
+// where the money is — never the payout wallet for good (which, empty,
+// left a wrong-network refund QUEUED forever in a two-chain payd test).
+func TestOutbound_RefundOfAPaymentAboveTheSweepsHead_WaitsThenLeavesFromTheDeposit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.sweeper(Config{Confirmations: 2})
+	e.index()
+	require.NoError(t, s.RunOnce(ctx))
+	inv := e.openInvoice(nil, eth(3))
+	// Sent, not yet mined at the sweep's head; recorded in the block it
+	// goes into, as an indexer reading a node a block ahead would.
+	payer := crypto.PubkeyToAddress(e.payerKey.PublicKey)
+	h := e.sendFrom(e.payerKey, inv.DepositAddress, eth(3))
+	p := store.Payment{InvoiceID: inv.ID, TxHash: h, LogIndex: store.NativeLogIndex, BlockNumber: e.head() + 1,
+		BlockHash: common.Hash{1}, From: payer, AmountWei: amountOf(eth(3)), CreatedAt: e.clock.Now()}
+	require.NoError(t, e.st.InsertPayment(ctx, &p))
+	dest := randAddr()
+	o := e.outbound(store.OutboundRefund, eth(1), dest, func(o *store.Outbound) {
+		o.InvoiceID, o.Reason = &inv.ID, store.RefundOverpayment
+	})
+
+	require.NoError(t, s.RunOnce(ctx))
+	require.Empty(t, e.getOutbound(o.ID).Source, "not decided below the payment's block")
+	require.Equal(t, store.OutboundQueued, e.getOutbound(o.ID).Status)
+
+	e.driveIndexed(20, func() bool { return e.getOutbound(o.ID).Status == store.OutboundConfirmed }, s)
+	got := e.getOutbound(o.ID)
+	require.Equal(t, store.SourceDeposit, got.Source)
+	require.Equal(t, inv.DepositAddress, *got.FromAddress)
+	require.Equal(t, 0, e.balance(dest).Cmp(eth(1)))
+}

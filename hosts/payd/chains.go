@@ -460,6 +460,12 @@ func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
 		if errors.Is(err, indexer.ErrChainChanged) || errors.Is(err, indexer.ErrWrongChain) {
 			log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: its node serves another chain; the other chains go on",
 				slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
+			// The indexer may have seen it before the guard's next check,
+			// whose loop stopped with the rest: check once more, so that
+			// /readyz and /v1/admin/status say what the node serves.
+			if u.svc.Identity != nil {
+				_, _ = u.svc.Identity.Check(ctx)
+			}
 			<-ctx.Done()
 			return nil
 		}

@@ -263,6 +263,28 @@ func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.
 	require.Nil(t, status["chain"].(map[string]any)["problem"], "the first chain is fine")
 }
 
+// The swap found by the second chain's indexer before its identity guard
+// checked (here the guard's interval is an hour, and no sweep checks it
+// before a broadcast): the chain's parts stop, and /readyz still names what
+// its node serves. (The guard's loop stopped with the parts, and /readyz
+// kept its last, good check: a two-chain test once waited a minute for it
+// under load.)
+func TestServe_TwoChains_AnotherChainFoundByTheIndexer_ReadyzNamesIt(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
+		func(c *appConfig) { c.chainCheckEvery = time.Hour })
+	waitUntil(t, 60*time.Second, 100*time.Millisecond, func() bool {
+		c, err := r.st.Chain(secondDevChain).GetCursor(context.Background(), store.CursorIndexer)
+		return err == nil && c.BlockNumber >= 3
+	}, func() string { return "the second chain's indexer at block 3" })
+	other := r.startChain(secondDevChain, common.HexToAddress("0x00000000000000000000000000000000000000aa"))
+	r.point(other)
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"chain_identity@1338":"another_chain"`)
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+}
+
 // A payment sent on the wrong one of the two chains is recorded there,
 // flags the invoice, and is refunded on that chain from the deposit
 // address (reason wrong_network); the invoice is still paid on its own
