@@ -237,16 +237,24 @@ func workerNames(a *app, prefix string) []string {
 
 // When the second chain's node turns out to serve another chain (same id,
 // another genesis), only that chain's parts stop: /readyz and the status
+
+// waitAnotherChain waits until /readyz names the second chain's node as
+// serving another chain.
+func (r *twoChains) waitAnotherChain() {
+	t := r.t
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"chain_identity@1338":"another_chain"`)
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+}
+
 // report name it, and the first chain's invoices still settle.
 func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.T) {
 	t.Parallel()
 	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleSweep: true, roleWebhooks: true}, nil)
 	other := r.startChain(secondDevChain, common.HexToAddress("0x00000000000000000000000000000000000000aa"))
 	r.point(other)
-	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, `"chain_identity@1338":"another_chain"`)
-	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+	r.waitAnotherChain()
 
 	inv := r.create(map[string]any{"amount_wei": "300000000000000000"})
 	r.pay(devChainID, inv["payment_uri"].(string))
@@ -279,10 +287,7 @@ func TestServe_TwoChains_AnotherChainFoundByTheIndexer_ReadyzNamesIt(t *testing.
 	}, func() string { return "the second chain's indexer at block 3" })
 	other := r.startChain(secondDevChain, common.HexToAddress("0x00000000000000000000000000000000000000aa"))
 	r.point(other)
-	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, `"chain_identity@1338":"another_chain"`)
-	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+	r.waitAnotherChain()
 }
 
 // A payment sent on the wrong one of the two chains is recorded there,
