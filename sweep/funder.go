@@ -206,12 +206,11 @@ func (s *Sweeper) unblock(ctx context.Context, p *pass, addr common.Address) err
 			// wallet's committed balance and gas spend stay true even when
 			// its invoice is FAILED and not being worked on. The mined one
 			// may be an original it replaced (nonceSlots).
-			all, err := s.st.ListSweepTxsByNonce(ctx, t.From, t.Kind, t.Nonce)
+			slots, err := s.nonceSlots(ctx, []store.SweepTx{*t}, t.Kind)
 			if err != nil {
 				return err
 			}
-			sl := &slot{kind: t.Kind, from: t.From, nonce: t.Nonce, txs: all}
-			if err := s.refresh(ctx, p, sl); err != nil {
+			if err := s.refresh(ctx, p, slots[0]); err != nil {
 				return err
 			}
 		case t.Nonce == next:
