@@ -205,3 +205,22 @@ func migrateBehindALongReader(t *testing.T, st *postgres.Store, table string) in
 	require.NoError(t, <-done)
 	return n
 }
+
+// A migration's lock_timeout stays with its migration: the connection it
+// ran on goes back to the pool as it came. Left set, the service's own
+// statements on that connection (a settlement pass waiting for a row lock
+// a sweep holds) would fail after half a second instead of waiting.
+func TestMigrate_LeavesNoLockTimeoutOnThePool(t *testing.T) {
+	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(drop)
+	ctx := context.Background()
+	// One connection: the one every migration ran on is the one read.
+	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(ctx))
+	var timeout string
+	require.NoError(t, st.DB().Get(&timeout, `SHOW lock_timeout`))
+	require.Equal(t, "0", timeout)
+}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -202,6 +203,7 @@ func (s *Store) migrateNoTx(ctx context.Context, m Migration) (bool, error) {
 			return false, s.wrap(err)
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7042017)`)
+		defer resetSession(ctx, conn)
 	}
 	if done, err := s.applied(ctx, conn, m.Version); err != nil || done {
 		return false, err
@@ -263,6 +265,16 @@ func (s *Store) execNoTx(ctx context.Context, conn *sqlx.Conn, stmt string) erro
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// resetSession undoes execNoTx's SET lock_timeout before conn goes back
+// to the pool, where the service's statements would otherwise inherit a
+// half-second limit on every lock wait. A connection that cannot be reset
+// is discarded instead of returned.
+func resetSession(ctx context.Context, conn *sqlx.Conn) {
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), `RESET lock_timeout`); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 }
 
