@@ -3,15 +3,18 @@ package indexer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"math/big"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/indexer"
@@ -101,6 +104,38 @@ func TestSwap_Shallow_StopsAsAnotherChainAndRevertsNothing(t *testing.T) {
 			// A restarted indexer refuses at once.
 			again := start(t, p.source(t), st, indexer.Config{Backfill: tc.backfill})
 			require.ErrorIs(t, again.wait(t), indexer.ErrChainChanged)
+		})
+	}
+}
+
+// A node swapped for another chain (another genesis) while only the
+// first blocks are indexed: none of them is on the new chain, and the
+// indexer says it serves another chain (ErrChainChanged, which stops
+// only that chain in a several-chain host), not that a reorg was too
+// deep (store.ErrReorgTooDeep, which an operator reads as this chain's
+// own history rewritten).
+func TestSwap_AnotherGenesisAtTheFirstBlocks_StopsAsAnotherChain(t *testing.T) {
+	t.Parallel()
+	for _, mined := range []int{0, 2} {
+		t.Run(fmt.Sprintf("indexed to block %d", mined), func(t *testing.T) {
+			t.Parallel()
+			a := newHTTPChain(t)
+			b := newHTTPChainAlloc(t, types.GenesisAlloc{toB: {Balance: big.NewInt(1)}})
+			require.NotEqual(t, a.hash(0), b.hash(0))
+			p := newSwitchProxy(t, a)
+			st := pgtest.New(t)
+			a.mine(mined, toA)
+			ix := start(t, p.source(t), st, indexer.Config{Backfill: true})
+			waitCursor(t, st, uint64(mined), a.hash(uint64(mined)))
+
+			b.mine(mined+3, toB)
+			p.point(t, b)
+			err := ix.wait(t)
+			require.ErrorIs(t, err, indexer.ErrChainChanged)
+			require.NotErrorIs(t, err, store.ErrReorgTooDeep)
+			reorgs, err := st.ListReorgs(context.Background(), 0, 10)
+			require.NoError(t, err)
+			require.Empty(t, reorgs)
 		})
 	}
 }

@@ -34,9 +34,18 @@ type httpChain struct {
 }
 
 func newHTTPChain(t *testing.T) *httpChain {
+	return newHTTPChainAlloc(t, nil)
+}
+
+// newHTTPChainAlloc is newHTTPChain whose genesis also funds extra: a
+// chain with another genesis block than newHTTPChain's.
+func newHTTPChainAlloc(t *testing.T, extra types.GenesisAlloc) *httpChain {
 	t.Helper()
 	balance, _ := new(big.Int).SetString("1000000000000000000000000", 10)
 	alloc := types.GenesisAlloc{crypto.PubkeyToAddress(swapKey.PublicKey): {Balance: balance}}
+	for a, acc := range extra {
+		alloc[a] = acc
+	}
 	b := simchain.New(t, alloc, simchain.HTTP("eth", "net"))
 	return &httpChain{t: t, b: b, url: b.HTTPURL()}
 }

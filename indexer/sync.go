@@ -280,8 +280,8 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 	top := min(tip, head)
 	lo := tip - min(tip, uint64(ix.cfg.MaxReorgDepth))
 	if top < lo {
-		return fmt.Errorf("%w: the node's head %d differs from the indexed chain and is below indexed block %d by more than MaxReorgDepth %d",
-			store.ErrReorgTooDeep, head, tip, ix.cfg.MaxReorgDepth)
+		return ix.tooDeep(ctx, fmt.Errorf("%w: the node's head %d differs from the indexed chain and is below indexed block %d by more than MaxReorgDepth %d",
+			store.ErrReorgTooDeep, head, tip, ix.cfg.MaxReorgDepth))
 	}
 	want := int(top - lo + 1)
 	rctx, cancel := context.WithTimeout(ctx, ix.cfg.RPCTimeout)
@@ -318,8 +318,8 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("%w: none of indexed blocks %d..%d is on the node's chain (indexed head %d %s, MaxReorgDepth %d)",
-			store.ErrReorgTooDeep, lo, top, tip, ix.cur.BlockHash, ix.cfg.MaxReorgDepth)
+		return ix.tooDeep(ctx, fmt.Errorf("%w: none of indexed blocks %d..%d is on the node's chain (indexed head %d %s, MaxReorgDepth %d)",
+			store.ErrReorgTooDeep, lo, top, tip, ix.cur.BlockHash, ix.cfg.MaxReorgDepth))
 	}
 	depth := tip - ancestor
 	if depth == 0 {
@@ -378,4 +378,17 @@ func (ix *Indexer) reorg(ctx, wctx context.Context, head uint64) error {
 		slog.Uint64("old_head", oldHead.BlockNumber), slog.String("old_head_hash", oldHead.BlockHash.Hex()),
 		slog.Uint64("node_head", head), slog.Int64("reorg_id", r.ID))
 	return nil
+}
+
+// tooDeep returns err, a reorg too deep to take, unless the node serves
+// another chain than the recorded one (another chain id or genesis): then
+// the identity check's error, which says so. A node swapped for another
+// chain while only its first blocks are indexed looks like a reorg of
+// every one of them, and "another chain" is what stops only that chain in
+// a host of several, and tells the operator what happened.
+func (ix *Indexer) tooDeep(ctx context.Context, err error) error {
+	if _, idErr := ix.id.Check(ctx); errors.Is(idErr, ErrChainChanged) || errors.Is(idErr, ErrWrongChain) {
+		return idErr
+	}
+	return err
 }
