@@ -20,14 +20,21 @@ import (
 // migration's test to add rows to and then Migrate.
 func migratedTo(t *testing.T, version int) *postgres.Store {
 	t.Helper()
+	st := emptyDatabase(t, 4)
+	require.NoError(t, st.MigrateTo(context.Background(), version))
+	return st
+}
+
+// emptyDatabase returns a store of at most conns connections on a new,
+// empty database of its own.
+func emptyDatabase(t *testing.T, conns int) *postgres.Store {
+	t.Helper()
 	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
 	require.NoError(t, err)
 	t.Cleanup(drop)
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 4})
+	st, err := postgres.Open(context.Background(), u, postgres.Config{MaxOpenConns: conns})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.MigrateTo(ctx, version))
 	return st
 }
 
@@ -211,15 +218,9 @@ func migrateBehindALongReader(t *testing.T, st *postgres.Store, table string) in
 // statements on that connection (a settlement pass waiting for a row lock
 // a sweep holds) would fail after half a second instead of waiting.
 func TestMigrate_LeavesNoLockTimeoutOnThePool(t *testing.T) {
-	u, drop, err := pgtest.NewDatabase(pgtest.AdminURL(t))
-	require.NoError(t, err)
-	t.Cleanup(drop)
-	ctx := context.Background()
 	// One connection: the one every migration ran on is the one read.
-	st, err := postgres.Open(ctx, u, postgres.Config{MaxOpenConns: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.Migrate(ctx))
+	st := emptyDatabase(t, 1)
+	require.NoError(t, st.Migrate(context.Background()))
 	var timeout string
 	require.NoError(t, st.DB().Get(&timeout, `SHOW lock_timeout`))
 	require.Equal(t, "0", timeout)
