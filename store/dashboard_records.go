@@ -190,10 +190,13 @@ type InvoiceSearch struct {
 }
 
 // DailyVolume is what a merchant's invoices created on Day (UTC) in one
-// asset (Token nil: the native coin) took: how many, and the sum of what
-// was paid to them, in the asset's base units.
+// asset of one chain (Token nil: the chain's native coin) took: how many,
+// and the sum of what was paid to them, in the asset's base units. An
+// invoice moved to another chain it quoted counts under the asset it is
+// paid in.
 type DailyVolume struct {
 	Day      time.Time
+	ChainID  uint64
 	Token    *common.Address
 	Invoices int64
 	Paid     Amount

@@ -86,8 +86,8 @@ type DashboardStore interface {
 	SearchInvoices(ctx context.Context, f InvoiceSearch) ([]Invoice, error)
 
 	// InvoiceVolumes returns what merchantID's invoices created in
-	// [from, to) (whole UTC days) took per day and asset, by day then
-	// token; days without invoices are left out. PostgreSQL reads the
+	// [from, to) (whole UTC days) took per day, chain and asset, by day,
+	// chain, then token; days without invoices are left out. PostgreSQL reads the
 	// roll-up its trigger maintains; SQLite (the embedded store) sums in
 	// Go, exactly.
 	InvoiceVolumes(ctx context.Context, merchantID int64, from, to time.Time) ([]DailyVolume, error)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +27,7 @@ func dashboardTests() []test {
 		{"Dashboard_SearchInvoices", testDashboardSearchInvoices},
 		{"Dashboard_InvoiceVolumesFollowEveryInsertAndPayment", testDashboardVolumes},
 		{"Dashboard_InvoiceVolumesFollowBulkInsertsAndUpdates", testDashboardVolumesInBulk},
+		{"Dashboard_InvoiceVolumesPerChain_MovedInvoiceFollowsItsAsset", testDashboardVolumesPerChain},
 	}
 }
 
@@ -386,6 +388,68 @@ type volumeRow struct {
 	token    bool
 	invoices int64
 	paid     string
+}
+
+// chainVolumeRow is a DailyVolume with its chain, for comparing.
+type chainVolumeRow struct {
+	chain    uint64
+	token    string // "" for the native coin
+	invoices int64
+	paid     string
+}
+
+// testDashboardVolumesPerChain: the native coins of two chains are two
+// assets, and an invoice moved to another chain (settlement's
+// MoveInvoice, a payment on another chain it quoted) counts, with what
+// it was paid, under the chain and asset it moved to.
+func testDashboardVolumesPerChain(t *testing.T, st store.Store) {
+	m := newMerchant(t, st)
+	day := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	at := func(inv *store.Invoice) { inv.CreatedAt = day }
+	onChain := func(id uint64) func(*store.Invoice) { return func(inv *store.Invoice) { inv.ChainID = id } }
+	a := newInvoice(t, st, m.ID, at)
+	b := newInvoice(t, st, m.ID, at, onChain(9000))
+	c := newInvoice(t, st, m.ID, at, func(inv *store.Invoice) { inv.SetAsset(usdc()) })
+	usdcThere := common.HexToAddress("0x00000000000000000000000000000000000090c0")
+
+	pay := func(inv store.Invoice, amount store.Amount) {
+		t.Helper()
+		got, err := st.GetInvoice(ctx, inv.ID)
+		require.NoError(t, err)
+		got.PaidWei = amount
+		require.NoError(t, st.UpdateInvoice(ctx, &got))
+	}
+	pay(a, store.NewAmount(5))
+	pay(b, store.NewAmount(7))
+	pay(c, store.NewAmount(1)) // a first payment on its own chain…
+	// …then it moves to chain 9000's USDC (another address there), where
+	// the rest is paid: it is chain 9000's now, with all it was paid.
+	require.NoError(t, st.InTx(ctx, func(tx store.Tx) error {
+		got, err := tx.GetInvoice(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		got.ChainID, got.TokenAddress = 9000, &usdcThere
+		return tx.MoveInvoice(ctx, &got)
+	}))
+	pay(c, store.NewAmount(11))
+
+	vs, err := st.InvoiceVolumes(ctx, m.ID, day.Truncate(24*time.Hour), day.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	var got []chainVolumeRow
+	for _, v := range vs {
+		require.Equal(t, "2026-11-22", v.Day.Format(time.DateOnly))
+		r := chainVolumeRow{chain: v.ChainID, invoices: v.Invoices, paid: v.Paid.String()}
+		if v.Token != nil {
+			r.token = v.Token.Hex()
+		}
+		got = append(got, r)
+	}
+	require.Equal(t, []chainVolumeRow{
+		{1337, "", 1, "5"},
+		{9000, "", 1, "7"},
+		{9000, usdcThere.Hex(), 1, "11"},
+	}, got, "per chain; nothing left under the asset the invoice moved from")
 }
 
 func volumeRows(vs []store.DailyVolume) []volumeRow {

@@ -418,19 +418,21 @@ func (s *Store) InvoiceVolumes(ctx context.Context, merchantID int64, from, to t
 	if s.d.Name == "postgres" {
 		var rows []struct {
 			Day      time.Time    `db:"day"`
+			ChainID  uint64       `db:"chain_id"`
 			Token    []byte       `db:"token"`
 			Invoices int64        `db:"invoices"`
 			Paid     store.Amount `db:"paid"`
 		}
-		if err := s.sel(ctx, &rows, `SELECT day, token, invoices, paid FROM invoice_daily
-			WHERE merchant_id = ? AND day >= ?::date AND day < ?::date ORDER BY day, token`,
+		if err := s.sel(ctx, &rows, `SELECT day, chain_id, token, invoices, paid FROM invoice_daily
+			WHERE merchant_id = ? AND day >= ?::date AND day < ?::date AND (invoices <> 0 OR paid <> 0)
+			ORDER BY day, chain_id, token`,
 			merchantID, from.Format(time.DateOnly), to.Format(time.DateOnly)); err != nil {
 			return nil, err
 		}
 		out := make([]store.DailyVolume, 0, len(rows))
 		for _, r := range rows {
 			v := store.DailyVolume{Day: time.Date(r.Day.Year(), r.Day.Month(), r.Day.Day(), 0, 0, 0, 0, time.UTC),
-				Invoices: r.Invoices, Paid: r.Paid}
+				ChainID: r.ChainID, Invoices: r.Invoices, Paid: r.Paid}
 			if len(r.Token) == 20 {
 				a := common.BytesToAddress(r.Token)
 				v.Token = &a
@@ -443,27 +445,29 @@ func (s *Store) InvoiceVolumes(ctx context.Context, merchantID int64, from, to t
 	// the embedded store sums in Go.
 	var rows []struct {
 		CreatedAt time.Time       `db:"created_at"`
+		ChainID   uint64          `db:"chain_id"`
 		Token     *common.Address `db:"token_address"`
 		Paid      store.Amount    `db:"paid_wei"`
 	}
-	if err := s.sel(ctx, &rows, `SELECT created_at, token_address, paid_wei FROM invoices
+	if err := s.sel(ctx, &rows, `SELECT created_at, chain_id, token_address, paid_wei FROM invoices
 		WHERE merchant_id = ? AND created_at >= ? AND created_at < ?`, merchantID, from, to); err != nil {
 		return nil, err
 	}
 	type key struct {
 		day   time.Time
+		chain uint64
 		token common.Address
 		isTok bool
 	}
 	sums := map[key]*store.DailyVolume{}
 	for _, r := range rows {
-		k := key{day: r.CreatedAt.UTC().Truncate(24 * time.Hour)}
+		k := key{day: r.CreatedAt.UTC().Truncate(24 * time.Hour), chain: r.ChainID}
 		if r.Token != nil {
 			k.token, k.isTok = *r.Token, true
 		}
 		v, ok := sums[k]
 		if !ok {
-			v = &store.DailyVolume{Day: k.day, Token: r.Token}
+			v = &store.DailyVolume{Day: k.day, ChainID: k.chain, Token: r.Token}
 			sums[k] = v
 		}
 		v.Invoices++
@@ -478,6 +482,9 @@ func (s *Store) InvoiceVolumes(ctx context.Context, merchantID int64, from, to t
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Day.Equal(out[j].Day) {
 			return out[i].Day.Before(out[j].Day)
+		}
+		if out[i].ChainID != out[j].ChainID {
+			return out[i].ChainID < out[j].ChainID
 		}
 		return tokenKey(out[i].Token) < tokenKey(out[j].Token)
 	})
