@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"html"
 	"image"
 	pngenc "image/png"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/evmpay/evmpay/invoice"
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/postgres/pgtest"
 )
 
 func TestSignIn_PasswordOpensASessionCookieThatSignOutEnds(t *testing.T) {
@@ -664,4 +666,39 @@ func TestBranding_PreviewNamesTheChainsCoin(t *testing.T) {
 	body := b.get("/dashboard/branding").Body
 	require.Contains(t, body, `<p class="pv-amount">0.5 TEST</p>`)
 	require.NotContains(t, body, "ETH")
+}
+
+// With two chains, the overview's volumes name each asset with its chain:
+// the two chains' native coins are two rows, never one sum (both are
+// called ETH here), read from the roll-up per chain.
+func TestOverview_TwoChains_VolumesPerChain(t *testing.T) {
+	t.Parallel()
+	for name, st := range map[string]func(*testing.T) store.Store{"postgres": func(t *testing.T) store.Store { return pgtest.New(t) },
+		"sqlite": newSQLite} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvWith(t, st(t), invoice.Config{Chains: []invoice.Chain{{ID: 9000}}})
+			owner, err := e.api.Owner(ctx, e.merchant.ID)
+			require.NoError(t, err)
+			for i, c := range []struct {
+				chain  uint64
+				amount string
+			}{{1337, "1"}, {9000, "2"}, {9000, "0.5"}} {
+				oi, err := e.api.CreateInvoice(ctx, owner, fmt.Sprint("k", i), invoice.InvoiceParams{AmountFormatted: c.amount, ChainID: c.chain})
+				require.NoError(t, err)
+				inv, err := e.st.GetInvoice(ctx, oi.ID)
+				require.NoError(t, err)
+				require.Equal(t, c.chain, inv.ChainID)
+				inv.PaidWei, inv.Status = inv.AmountWei, store.StatusPaid
+				require.NoError(t, e.st.UpdateInvoice(ctx, &inv))
+			}
+			b := e.browser()
+			b.signIn("owner@example.com")
+			ov := b.get("/dashboard/")
+			require.Equal(t, http.StatusOK, ov.Status)
+			require.Regexp(t, `<th scope="row">ETH@1337</th><td class="num">1</td><td class="num">1</td>`, ov.Body)
+			require.Regexp(t, `<th scope="row">ETH@9000</th><td class="num">2.5</td><td class="num">2.5</td>`, ov.Body)
+			require.NotContains(t, ov.Body, `<th scope="row">ETH</th>`)
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -84,12 +85,18 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	today, monthSum := map[string]store.Amount{}, map[string]store.Amount{}
 	assets := map[string]store.Asset{}
 	daily := map[string]map[string]store.Amount{} // asset → day → amount
+	// With several chains an asset is named with its chain (USDC@1337):
+	// two chains' native coins, or tokens of one symbol, are not summed.
+	chains := len(d.api.ChainIDs()) > 1
 	for _, vol := range vols {
 		if vol.Paid.IsZero() {
 			continue
 		}
-		a := d.assetOf(vol.Token)
+		a := d.chainAssetOf(vol.ChainID, vol.Token)
 		sym := a.Symbol
+		if chains {
+			sym = fmt.Sprintf("%s@%d", a.Symbol, vol.ChainID)
+		}
 		assets[sym] = a
 		if daily[sym] == nil {
 			daily[sym] = map[string]store.Amount{}
@@ -163,7 +170,22 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 
 // assetOf names a token (nil: the native coin) by the service's assets.
 func (d *Dashboard) assetOf(token *common.Address) store.Asset {
-	for _, a := range d.api.Assets() {
+	return findAsset(d.api.Assets(), token)
+}
+
+// chainAssetOf is assetOf among the assets of chain id (the first chain's
+// when the API creates no invoices on it).
+func (d *Dashboard) chainAssetOf(id uint64, token *common.Address) store.Asset {
+	if as, ok := d.api.ChainAssets(id); ok {
+		return findAsset(as, token)
+	}
+	return d.assetOf(token)
+}
+
+// findAsset is the asset of as with token (nil: the native coin), else
+// one named by the token's address.
+func findAsset(as []store.Asset, token *common.Address) store.Asset {
+	for _, a := range as {
 		if (token == nil && a.IsNative()) || (token != nil && a.Address != nil && *a.Address == *token) {
 			return a
 		}

@@ -412,13 +412,7 @@ func testDashboardVolumesPerChain(t *testing.T, st store.Store) {
 	c := newInvoice(t, st, m.ID, at, func(inv *store.Invoice) { inv.SetAsset(usdc()) })
 	usdcThere := common.HexToAddress("0x00000000000000000000000000000000000090c0")
 
-	pay := func(inv store.Invoice, amount store.Amount) {
-		t.Helper()
-		got, err := st.GetInvoice(ctx, inv.ID)
-		require.NoError(t, err)
-		got.PaidWei = amount
-		require.NoError(t, st.UpdateInvoice(ctx, &got))
-	}
+	pay := func(inv store.Invoice, amount store.Amount) { t.Helper(); setPaid(t, st, inv, amount) }
 	pay(a, store.NewAmount(5))
 	pay(b, store.NewAmount(7))
 	pay(c, store.NewAmount(1)) // a first payment on its own chain…
@@ -452,6 +446,15 @@ func testDashboardVolumesPerChain(t *testing.T, st store.Store) {
 	}, got, "per chain; nothing left under the asset the invoice moved from")
 }
 
+// setPaid writes amount as inv's paid_wei, as settlement's payments do.
+func setPaid(t *testing.T, st store.Store, inv store.Invoice, amount store.Amount) {
+	t.Helper()
+	got, err := st.GetInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	got.PaidWei = amount
+	require.NoError(t, st.UpdateInvoice(ctx, &got))
+}
+
 func volumeRows(vs []store.DailyVolume) []volumeRow {
 	var out []volumeRow
 	for _, v := range vs {
@@ -473,13 +476,7 @@ func testDashboardVolumes(t *testing.T, st store.Store) {
 	newInvoice(t, st, other.ID, at(day2))
 	newInvoice(t, st, m.ID, at(day2.AddDate(0, 0, 5))) // outside the range
 
-	pay := func(inv store.Invoice, amount store.Amount) {
-		t.Helper()
-		got, err := st.GetInvoice(ctx, inv.ID)
-		require.NoError(t, err)
-		got.PaidWei = amount
-		require.NoError(t, st.UpdateInvoice(ctx, &got))
-	}
+	pay := func(inv store.Invoice, amount store.Amount) { t.Helper(); setPaid(t, st, inv, amount) }
 	huge := maxUint256()
 	half, _ := huge.Sub(store.NewAmount(1))
 	pay(a, store.MustParseAmount("1500000000000000000"))
