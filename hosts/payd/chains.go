@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -249,6 +250,17 @@ type chainUnit struct {
 	assets        []store.Asset
 	tokenSupplies map[common.Address]store.Amount
 	svc           *service.Service
+	// stopped is why the chain's parts stopped while the process went on
+	// (nil while they run): see run.
+	stopped atomic.Pointer[error]
+}
+
+// stopReason is why the chain's parts stopped, or nil.
+func (u *chainUnit) stopReason() error {
+	if p := u.stopped.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // checkChains refuses --chains naming a chain that is not configured.
@@ -451,13 +463,22 @@ func (a *app) buildChainService(ctx context.Context, u *chainUnit) error {
 }
 
 // run runs the chain's parts. A node that turns out to serve another
-// chain stops this chain's parts only: the process and its other chains
-// go on, and /readyz and /v1/admin/status name the chain (its identity
-// guard keeps the last check).
+// chain, or a reorg the indexer refuses (deeper than MaxReorgDepth, or of
+// a block recorded as finalized), stops this chain's parts only: the
+// process and its other chains go on, and /readyz and /v1/admin/status
+// name the chain and why (its identity guard keeps the last check).
 func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		err := u.svc.Run(ctx)
+		if errors.Is(err, store.ErrReorgTooDeep) {
+			u.stopped.Store(&err)
+			log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: its node's chain rewrote history the index "+
+				"will not follow (docs/chains.md); the other chains go on", slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
+			<-ctx.Done()
+			return nil
+		}
 		if errors.Is(err, indexer.ErrChainChanged) || errors.Is(err, indexer.ErrWrongChain) {
+			u.stopped.Store(&err)
 			log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: its node serves another chain; the other chains go on",
 				slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
 			// The indexer may have seen it before the guard's next check,

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -49,6 +50,8 @@ type devChain struct {
 	url     string
 	period  time.Duration
 	srv     *http.Server
+	// mu makes a seal and a test's rewind of the chain take turns.
+	mu sync.Mutex
 }
 
 // startDevChain starts the chain with devMnemonic's first accounts and the
@@ -187,6 +190,8 @@ type syncProgress interface {
 // transaction indexer has caught up with it (eth_syncing reports done), so
 // that a receipt lookup never meets an indexer behind the head.
 func (c *devChain) seal(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.backend.Commit()
 	sp, ok := c.backend.Client().(syncProgress)
 	if !ok {

@@ -100,6 +100,10 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 			checks["chain_identity@"+id] = c
 			status = http.StatusServiceUnavailable
 		}
+		if c := chainProblem(u.stopReason()); c == problemReorgTooDeep {
+			checks["indexer@"+id] = c
+			status = http.StatusServiceUnavailable
+		}
 		if _, err := u.eth.BlockNumber(ctx); err != nil {
 			checks["chain@"+id] = "unreachable"
 			status = http.StatusServiceUnavailable
@@ -194,6 +198,8 @@ type chainReport struct {
 	BehindBlocks uint64 `json:"behind_blocks"`
 	// Problem is "" when the node serves the recorded chain, not far
 	// behind; node_behind or another_chain otherwise, explained by Reason.
+	// A chain besides the first whose parts stopped on a reorg its
+	// indexer refused says reorg_too_deep.
 	Problem   string    `json:"problem,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
@@ -208,9 +214,17 @@ func (a *app) chainStatus() indexer.ChainStatus {
 	return a.identity.Status()
 }
 
-// chainProblem names what an identity check found wrong, or "".
+// problemReorgTooDeep: the chain's indexer refused a reorg (deeper than
+// MaxReorgDepth, or of a block recorded as finalized) and the chain's
+// parts stopped.
+const problemReorgTooDeep = "reorg_too_deep"
+
+// chainProblem names what an identity check, or the indexer, found wrong,
+// or "".
 func chainProblem(err error) string {
 	switch {
+	case errors.Is(err, store.ErrReorgTooDeep):
+		return problemReorgTooDeep
 	case errors.Is(err, store.ErrNodeBehind):
 		return "node_behind"
 	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
@@ -263,6 +277,9 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		o := otherChainReport{chainReport: reportOf(u.svc.Identity.Status())}
+		if err := u.stopReason(); o.Problem == "" && chainProblem(err) != "" {
+			o.Problem, o.Reason = chainProblem(err), err.Error()
+		}
 		if u.pool != nil {
 			o.Nodes = u.pool.Status()
 		}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/require"
+
+	"github.com/evmpay/evmpay/store"
+)
+
+// forkAt rewinds c to its block n and seals one block there carrying a
+// transfer of chain id's coin from the first dev account: the chain goes
+// on from a branch that leaves the old one after block n.
+func (c *devChain) forkAt(t *testing.T, id, n uint64) {
+	t.Helper()
+	ctx := context.Background()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, err := c.backend.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+	require.NoError(t, err)
+	require.NoError(t, c.backend.Fork(h.Hash()))
+	w, err := devWallet()
+	require.NoError(t, err)
+	key, err := w.PrivateKey(0)
+	require.NoError(t, err)
+	from, err := w.Address(0)
+	require.NoError(t, err)
+	nonce, err := c.backend.Client().PendingNonceAt(ctx, from)
+	require.NoError(t, err)
+	to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(new(big.Int).SetUint64(id)), &types.DynamicFeeTx{
+		ChainID: new(big.Int).SetUint64(id), Nonce: nonce, To: &to, Value: big.NewInt(1), Gas: 21000,
+		GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(100 * params.GWei)})
+	require.NoError(t, err)
+	require.NoError(t, c.backend.Client().SendTransaction(ctx, tx))
+	c.backend.Commit()
+}
+
+// A reorg of a block recorded as finalized on the second chain (finality
+// "tag": go-ethereum's simulated beacon finalises every 32nd block) is
+// refused by that chain's indexer. That stops the chain's parts only:
+// /readyz and the status report name it and why, and the first chain's
+// invoices still confirm. (It once stopped the whole process.)
+func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
+		func(c *appConfig) { c.chains[0].finality, c.chains[0].confirmations = store.FinalityTag, 0 })
+	second := r.st.Chain(secondDevChain)
+	waitUntil(t, 90*time.Second, 200*time.Millisecond, func() bool {
+		n, ok, err := second.FinalizedBlock(ctx)
+		return err == nil && ok && n >= 32
+	}, func() string { return "the second chain's finalized block 32 recorded" })
+	r.chains[secondDevChain].forkAt(t, secondDevChain, 30)
+
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, fmt.Sprintf(`"indexer@%d":"%s"`, secondDevChain, problemReorgTooDeep))
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+
+	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, false, status["healthy"])
+	others := status["other_chains"].([]any)
+	require.Len(t, others, 1)
+	require.Equal(t, problemReorgTooDeep, others[0].(map[string]any)["problem"])
+	require.Contains(t, others[0].(map[string]any)["reason"], "finalized")
+
+	inv := r.create(map[string]any{"amount_wei": "300000000000000000"})
+	r.pay(devChainID, inv["payment_uri"].(string))
+	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
+}
