@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,6 +193,10 @@ type app struct {
 	mux        *httpapi.Mux // the HTTP API listener's routes
 	metricsMux *httpapi.Mux // the operator listener's routes (/metrics)
 	proxy      *rpcproxy.Proxy
+	// chainProxies front the further chains (/chains/<id>); proxyHandler
+	// routes the proxy listener's requests to proxy or one of them.
+	chainProxies []*rpcproxy.Proxy
+	proxyHandler http.Handler
 	// pool is the chain's nodes when RPC_URL lists several: every role
 	// reads and sends through it (failover; docs/chains.md).
 	pool    *nodes.Pool
@@ -454,22 +459,57 @@ func (a *app) deriver(ctx context.Context) (*hdwallet.Deriver, error) {
 	return d, nil
 }
 
+// buildGateway builds the RPC proxy: the first chain's at every path but
+// /chains/, and each further chain this process runs at /chains/<id>,
+// each with its own limits, node pool and metrics (chain_id label).
 func (a *app) buildGateway(ctx context.Context) error {
 	var err error
-	upstream := a.cfg.chain.rpcURL
-	var pool http.RoundTripper
-	if a.pool != nil {
-		upstream, pool = "", a.pool
+	if a.proxy, err = a.newProxy(a.chainID, a.cfg.chain.rpcURL, a.pool); err != nil {
+		return err
 	}
-	a.proxy, err = rpcproxy.New(upstream, rpcproxy.Config{
-		Upstream:       pool,
+	if len(a.others) == 0 {
+		a.proxyHandler = a.proxy
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", a.proxy)
+	var paths []string
+	for _, u := range a.others {
+		if !a.runsChain(u.id) {
+			continue
+		}
+		p, err := a.newProxy(u.id, u.spec.rpcURL, u.pool)
+		if err != nil {
+			return fmt.Errorf("chain %d: %w", u.id, err)
+		}
+		a.chainProxies = append(a.chainProxies, p)
+		path := "/chains/" + strconv.FormatUint(u.id, 10)
+		mux.Handle(path, p)
+		paths = append(paths, path)
+	}
+	// Another chain's id is no reason to answer for the first chain.
+	mux.HandleFunc("/chains/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no chain at this path; this RPC proxy serves / and "+strings.Join(paths, ", "), http.StatusNotFound)
+	})
+	a.proxyHandler = mux
+	return nil
+}
+
+// newProxy is an RPC proxy in front of chain id's node URL, or its node
+// pool when it has several nodes.
+func (a *app) newProxy(id uint64, url string, pool *nodes.Pool) (*rpcproxy.Proxy, error) {
+	var upstream http.RoundTripper
+	if pool != nil {
+		url, upstream = "", pool
+	}
+	return rpcproxy.New(url, rpcproxy.Config{
+		Upstream:       upstream,
 		Rate:           rate.Limit(a.cfg.proxyRate),
 		TrustedProxies: a.cfg.trustedProxies,
 		Burst:          a.cfg.proxyBurst,
-		Registerer:     a.metrics(),
-		Logger:         a.log.With("component", "rpcproxy"),
+		Registerer:     a.chainMetrics(id),
+		Logger:         a.log.With("component", "rpcproxy", "chain_id", id),
 	})
-	return err
 }
 
 // tokenAddresses are the accepted tokens' contracts, whose Transfer logs
@@ -551,7 +591,7 @@ func (a *app) run(ctx context.Context) error {
 	servers := []*http.Server{newServer(a.mux, a.log)}
 	listeners := []net.Listener{a.httpLn}
 	if a.proxy != nil {
-		servers = append(servers, newServer(a.proxy, a.log))
+		servers = append(servers, newServer(a.proxyHandler, a.log))
 		listeners = append(listeners, a.proxy.LimitListener(a.proxyLn)) // connection caps per client and in total
 	}
 	if a.metricsLn != nil {
@@ -612,6 +652,9 @@ func (a *app) close() {
 	}
 	if a.proxy != nil {
 		a.proxy.CloseIdleConnections()
+	}
+	for _, p := range a.chainProxies {
+		p.CloseIdleConnections()
 	}
 	for _, u := range append([]*chainUnit{a.first}, a.others...) {
 		if u != nil {

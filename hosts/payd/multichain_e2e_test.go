@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -440,4 +442,44 @@ func TestServe_TwoChains_OneOfTheSecondChainsNodesKilled_ItsInvoicesStillSettle(
 	ps, err := r.st.Chain(secondDevChain).ListPaymentsByInvoice(context.Background(), int64(after["id"].(float64)))
 	require.NoError(t, err)
 	require.Len(t, ps, 1, "no block seen twice, none lost")
+}
+
+// The RPC proxy fronts every chain the process runs: the first at /, the
+// second at /chains/1338, each through its own limits and node; a path of
+// a chain it does not serve is 404, never the first chain's answer; and
+// ethers.js, a client nobody here wrote, pays on the second chain through
+// it.
+func TestServe_TwoChains_RPCProxyFrontsEachChain(t *testing.T) {
+	t.Parallel()
+	nodePath := ethersNodePath(t)
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true}, nil)
+	base := r.app.proxyURL()
+	rpc := func(path, method string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":[]}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		if resp.StatusCode != http.StatusNotFound {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		}
+		return resp.StatusCode, out
+	}
+	for path, want := range map[string]string{"/": "0x539", "/chains/1338": "0x53a"} {
+		code, out := rpc(path, "eth_chainId")
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, want, out["result"], path)
+	}
+	code, out := rpc("/chains/1338", "debug_traceBlockByNumber")
+	require.Equal(t, http.StatusForbidden, code)
+	require.EqualValues(t, -32601, out["error"].(map[string]any)["code"], "blocked on every chain")
+	code, _ = rpc("/chains/9000", "eth_chainId")
+	require.Equal(t, http.StatusNotFound, code, "not the first chain's answer")
+
+	cmd := exec.Command("node", filepath.Join("testdata", "ethers_pay.cjs"), base+"/chains/1338", "3", "7")
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath)
+	got, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	require.Contains(t, string(got), `"mined":3,"errors":0`)
 }
