@@ -74,23 +74,9 @@ func (r *swapRig) point(c *devChain) {
 // b differs from a from block 1 on although their genesis is the same.
 func (r *swapRig) mine(c *devChain, n int) {
 	r.t.Helper()
-	ctx := context.Background()
 	for range n {
 		if c == r.b {
-			w, err := devWallet()
-			require.NoError(r.t, err)
-			key, err := w.PrivateKey(0)
-			require.NoError(r.t, err)
-			from, err := w.Address(0)
-			require.NoError(r.t, err)
-			nonce, err := c.backend.Client().PendingNonceAt(ctx, from)
-			require.NoError(r.t, err)
-			to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
-			tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(devChainID)), &types.DynamicFeeTx{
-				ChainID: big.NewInt(devChainID), Nonce: nonce, To: &to, Value: big.NewInt(1), Gas: 21000,
-				GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(100 * params.GWei)})
-			require.NoError(r.t, err)
-			require.NoError(r.t, c.backend.Client().SendTransaction(ctx, tx))
+			c.sendDevTransfer(r.t, devChainID)
 		}
 		c.backend.Commit()
 	}

@@ -263,14 +263,23 @@ func TestServe_TwoChains_AnotherChainBehindOneURL_StopsOnlyThatChain(t *testing.
 	r.waitStatus(inv, store.StatusSettled, 120*time.Second)
 	require.Equal(t, "300000000000000000", r.balance(devChainID, r.settle).String())
 
-	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
-	code, status := op.do("GET", "/v1/admin/status", nil, nil)
-	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, false, status["healthy"])
-	others := status["other_chains"].([]any)
-	require.Len(t, others, 1)
-	require.Equal(t, "another_chain", others[0].(map[string]any)["problem"])
+	status, _ := r.unhealthyOtherChain("another_chain")
 	require.Nil(t, status["chain"].(map[string]any)["problem"], "the first chain is fine")
+}
+
+// unhealthyOtherChain reads /v1/admin/status, requires it unhealthy with
+// the second chain's problem, and returns the report and that chain's.
+func (r *twoChains) unhealthyOtherChain(problem string) (status, other map[string]any) {
+	r.t.Helper()
+	op := apiClient{t: r.t, base: r.app.httpURL(), key: r.app.adminToken}
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(r.t, http.StatusOK, code)
+	require.Equal(r.t, false, status["healthy"])
+	others := status["other_chains"].([]any)
+	require.Len(r.t, others, 1)
+	other = others[0].(map[string]any)
+	require.Equal(r.t, problem, other["problem"])
+	return status, other
 }
 
 // The swap found by the second chain's indexer before its identity guard
