@@ -446,6 +446,7 @@ func TestInvoices_CreateListFilterAndCSVExport(t *testing.T) {
 		require.Equal(t, http.StatusOK, inv.Status)
 		require.Contains(t, inv.Body, `id="timeline"`)
 		require.NotContains(t, inv.Body, `id="refund-form"`, "a developer is offered no refund")
+		require.NotContains(t, inv.Body, `id="inv-chain"`, "one chain: no network to name")
 
 		// Another merchant's invoice is not found, like a missing one.
 		other, err := e.api.CreateMerchant(ctx, invoice.MerchantParams{Name: "Other", SettlementAddress: e.merchant.SettlementAddress})
@@ -680,12 +681,14 @@ func TestOverview_TwoChains_VolumesPerChain(t *testing.T) {
 			e := newEnvWith(t, st(t), invoice.Config{Chains: []invoice.Chain{{ID: 9000}}})
 			owner, err := e.api.Owner(ctx, e.merchant.ID)
 			require.NoError(t, err)
+			var ids []int64
 			for i, c := range []struct {
 				chain  uint64
 				amount string
 			}{{1337, "1"}, {9000, "2"}, {9000, "0.5"}} {
 				oi, err := e.api.CreateInvoice(ctx, owner, fmt.Sprint("k", i), invoice.InvoiceParams{AmountFormatted: c.amount, ChainID: c.chain})
 				require.NoError(t, err)
+				ids = append(ids, oi.ID)
 				inv, err := e.st.GetInvoice(ctx, oi.ID)
 				require.NoError(t, err)
 				require.Equal(t, c.chain, inv.ChainID)
@@ -699,6 +702,10 @@ func TestOverview_TwoChains_VolumesPerChain(t *testing.T) {
 			require.Regexp(t, `<th scope="row">ETH@1337</th><td class="num">1</td><td class="num">1</td>`, ov.Body)
 			require.Regexp(t, `<th scope="row">ETH@9000</th><td class="num">2.5</td><td class="num">2.5</td>`, ov.Body)
 			require.NotContains(t, ov.Body, `<th scope="row">ETH</th>`)
+			// The invoice page names the invoice's chain.
+			page := b.get("/dashboard/invoices/" + itoa(ids[1]))
+			require.Equal(t, http.StatusOK, page.Status)
+			require.Contains(t, page.Body, `<dd id="inv-chain">9000</dd>`)
 		})
 	}
 }

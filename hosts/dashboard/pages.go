@@ -418,6 +418,9 @@ type invoiceView struct {
 	Timeline   []event
 	Key        string
 	Assets     []store.Asset
+	// Chains: the deployment serves several chains, so the page names the
+	// invoice's (and a payment's on another chain).
+	Chains bool
 }
 
 type event struct {
@@ -440,7 +443,7 @@ func (d *Dashboard) handleInvoice(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	v := invoiceView{Inv: inv, Refunds: refunds.Data, Key: formKey(), Assets: d.api.Assets()}
+	v := invoiceView{Inv: inv, Refunds: refunds.Data, Key: formKey(), Assets: d.api.Assets(), Chains: len(d.api.ChainIDs()) > 1}
 	if ds, err := d.deliveries(r, "since="+url.QueryEscape(inv.CreatedAt.UTC().Format(time.RFC3339))+"&limit=100"); err == nil {
 		for _, dl := range ds.Data {
 			if dl.InvoiceID == inv.ID {
@@ -450,8 +453,11 @@ func (d *Dashboard) handleInvoice(w http.ResponseWriter, r *http.Request) {
 	}
 	tl := []event{{At: inv.CreatedAt, What: "tl_created", Arg: inv.AmountFormatted + " " + inv.Asset.Symbol}}
 	for _, p := range inv.Payments {
-		tl = append(tl, event{At: p.SeenAt, What: "tl_payment", Arg: p.AmountFormatted + " " + p.Asset.Symbol +
-			" · block " + strconv.FormatUint(p.BlockNumber, 10), Tx: p.TxHash.Hex()})
+		arg := p.AmountFormatted + " " + p.Asset.Symbol + " · block " + strconv.FormatUint(p.BlockNumber, 10)
+		if p.WrongNetwork {
+			arg += " · chain " + strconv.FormatUint(p.ChainID, 10)
+		}
+		tl = append(tl, event{At: p.SeenAt, What: "tl_payment", Arg: arg, Tx: p.TxHash.Hex()})
 	}
 	for _, st := range []struct {
 		t   *time.Time
