@@ -709,3 +709,29 @@ func TestOverview_TwoChains_VolumesPerChain(t *testing.T) {
 		})
 	}
 }
+
+// With two chains the new-invoice form offers each chain's assets as
+// SYMBOL@chain, and the invoice is created on the chain chosen.
+func TestNewInvoice_TwoChains_TheAssetChoiceNamesTheNetwork(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, newSQLite(t), invoice.Config{Chains: []invoice.Chain{{ID: 9000}}})
+	b := e.browser()
+	b.signIn("owner@example.com")
+	form := b.get("/dashboard/invoices/new")
+	require.Equal(t, http.StatusOK, form.Status)
+	require.Contains(t, form.Body, `<option value="ETH@1337">ETH@1337</option><option value="ETH@9000">ETH@9000</option>`)
+	p := b.post("/dashboard/invoices", url.Values{"key": {formKey(t, form.Body)}, "amount": {"2"}, "asset": {"ETH@9000"}})
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	id, err := strconv.ParseInt(regexp.MustCompile(`id="created-id">(\d+)<`).FindStringSubmatch(p.Body)[1], 10, 64)
+	require.NoError(t, err)
+	inv, err := e.st.GetInvoice(ctx, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 9000, inv.ChainID)
+	require.Equal(t, "2000000000000000000", inv.AmountWei.String())
+
+	// A chain not served is refused with the API's reason, nothing created.
+	form = b.get("/dashboard/invoices/new")
+	p = b.post("/dashboard/invoices", url.Values{"key": {formKey(t, form.Body)}, "amount": {"2"}, "asset": {"ETH@42"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Body, "chain")
+}

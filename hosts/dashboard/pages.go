@@ -382,12 +382,52 @@ func rfc3339(t *time.Time) string {
 }
 
 func (d *Dashboard) handleNewInvoicePage(w http.ResponseWriter, r *http.Request) {
-	d.show(w, r, "newinvoice", "new_invoice", map[string]any{"Key": formKey(), "Assets": d.api.Assets()})
+	d.show(w, r, "newinvoice", "new_invoice", map[string]any{"Key": formKey(), "Assets": d.assetChoices()})
+}
+
+// assetChoice is an option of the new-invoice form's asset list.
+type assetChoice struct{ Value, Label string }
+
+// assetChoices are the assets an invoice may be created in: by symbol
+// with one chain; with several, each chain's as SYMBOL@chain (the form's
+// network and asset in one choice).
+func (d *Dashboard) assetChoices() []assetChoice {
+	var out []assetChoice
+	ids := d.api.ChainIDs()
+	if len(ids) <= 1 {
+		for _, a := range d.api.Assets() {
+			out = append(out, assetChoice{a.Symbol, a.Symbol})
+		}
+		return out
+	}
+	for _, id := range ids {
+		as, _ := d.api.ChainAssets(id)
+		for _, a := range as {
+			v := a.Symbol + "@" + strconv.FormatUint(id, 10)
+			out = append(out, assetChoice{v, v})
+		}
+	}
+	return out
+}
+
+// chosenAsset reads the form's asset choice: a symbol, or SYMBOL@chain
+// when the deployment serves several chains (chain 0: the API's default).
+func (d *Dashboard) chosenAsset(v string) (symbol string, chain uint64) {
+	i := strings.LastIndex(v, "@")
+	if i < 0 || len(d.api.ChainIDs()) <= 1 {
+		return v, 0
+	}
+	id, err := strconv.ParseUint(v[i+1:], 10, 64)
+	if err != nil {
+		return v, 0 // the API refuses the symbol and says why
+	}
+	return v[:i], id
 }
 
 func (d *Dashboard) handleCreateInvoice(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r)
-	p := invoice.InvoiceParams{Asset: r.PostFormValue("asset"), AmountFormatted: strings.TrimSpace(r.PostFormValue("amount")),
+	asset, chain := d.chosenAsset(r.PostFormValue("asset"))
+	p := invoice.InvoiceParams{Asset: asset, ChainID: chain, AmountFormatted: strings.TrimSpace(r.PostFormValue("amount")),
 		OrderID: r.PostFormValue("order_id"), Description: r.PostFormValue("description")}
 	if c := r.PostFormValue("currency"); c != "" {
 		p.Price = &invoice.Price{Amount: p.AmountFormatted, Currency: c}
@@ -399,7 +439,7 @@ func (d *Dashboard) handleCreateInvoice(w http.ResponseWriter, r *http.Request) 
 	key := r.PostFormValue("key")
 	created, err := d.api.CreateInvoice(r.Context(), s.Principal, key, p)
 	if err != nil {
-		pd := d.data(r, "newinvoice", "new_invoice", map[string]any{"Key": key, "Assets": d.api.Assets(), "Form": r.PostForm})
+		pd := d.data(r, "newinvoice", "new_invoice", map[string]any{"Key": key, "Assets": d.assetChoices(), "Form": r.PostForm})
 		pd.Error = problemOf(err).Detail
 		d.render(w, r, problemOf(err).Status, pd)
 		return
