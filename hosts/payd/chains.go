@@ -470,27 +470,25 @@ func (a *app) buildChainService(ctx context.Context, u *chainUnit) error {
 func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		err := u.svc.Run(ctx)
-		if errors.Is(err, store.ErrReorgTooDeep) {
-			u.stopped.Store(&err)
-			log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: its node's chain rewrote history the index "+
-				"will not follow (docs/chains.md); the other chains go on", slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
-			<-ctx.Done()
-			return nil
+		problem := chainProblem(err)
+		why, ok := map[string]string{
+			problemAnotherChain: "its node serves another chain",
+			problemReorgTooDeep: "its node's chain rewrote history the index will not follow (docs/chains.md)",
+		}[problem]
+		if !ok {
+			return err
 		}
-		if errors.Is(err, indexer.ErrChainChanged) || errors.Is(err, indexer.ErrWrongChain) {
-			u.stopped.Store(&err)
-			log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: its node serves another chain; the other chains go on",
-				slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
-			// The indexer may have seen it before the guard's next check,
-			// whose loop stopped with the rest: check once more, so that
-			// /readyz and /v1/admin/status say what the node serves.
-			if u.svc.Identity != nil {
-				_, _ = u.svc.Identity.Check(ctx)
-			}
-			<-ctx.Done()
-			return nil
+		u.stopped.Store(&err)
+		log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: "+why+"; the other chains go on",
+			slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
+		// The indexer may have seen another chain before the guard's next
+		// check, whose loop stopped with the rest: check once more, so that
+		// /readyz and /v1/admin/status say what the node serves.
+		if problem == problemAnotherChain && u.svc.Identity != nil {
+			_, _ = u.svc.Identity.Check(ctx)
 		}
-		return err
+		<-ctx.Done()
+		return nil
 	}
 }
 

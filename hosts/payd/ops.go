@@ -219,6 +219,10 @@ func (a *app) chainStatus() indexer.ChainStatus {
 // parts stopped.
 const problemReorgTooDeep = "reorg_too_deep"
 
+// problemAnotherChain: the node serves another chain than the recorded
+// one (another chain id or genesis).
+const problemAnotherChain = "another_chain"
+
 // chainProblem names what an identity check, or the indexer, found wrong,
 // or "".
 func chainProblem(err error) string {
@@ -228,7 +232,7 @@ func chainProblem(err error) string {
 	case errors.Is(err, store.ErrNodeBehind):
 		return "node_behind"
 	case errors.Is(err, indexer.ErrChainChanged), errors.Is(err, indexer.ErrWrongChain):
-		return "another_chain"
+		return problemAnotherChain
 	}
 	return ""
 }
