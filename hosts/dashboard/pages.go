@@ -87,7 +87,7 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	daily := map[string]map[string]store.Amount{} // asset → day → amount
 	// With several chains an asset is named with its chain (USDC@1337):
 	// two chains' native coins, or tokens of one symbol, are not summed.
-	chains := len(d.api.ChainIDs()) > 1
+	chains := d.severalChains()
 	for _, vol := range vols {
 		if vol.Paid.IsZero() {
 			continue
@@ -167,6 +167,10 @@ func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.show(w, r, "overview", "overview", v)
 }
+
+// severalChains reports whether the service creates invoices on more
+// than one chain: then the pages name an asset's or invoice's chain.
+func (d *Dashboard) severalChains() bool { return len(d.api.ChainIDs()) > 1 }
 
 // assetOf names a token (nil: the native coin) by the service's assets.
 func (d *Dashboard) assetOf(token *common.Address) store.Asset {
@@ -393,14 +397,13 @@ type assetChoice struct{ Value, Label string }
 // network and asset in one choice).
 func (d *Dashboard) assetChoices() []assetChoice {
 	var out []assetChoice
-	ids := d.api.ChainIDs()
-	if len(ids) <= 1 {
+	if !d.severalChains() {
 		for _, a := range d.api.Assets() {
 			out = append(out, assetChoice{a.Symbol, a.Symbol})
 		}
 		return out
 	}
-	for _, id := range ids {
+	for _, id := range d.api.ChainIDs() {
 		as, _ := d.api.ChainAssets(id)
 		for _, a := range as {
 			v := a.Symbol + "@" + strconv.FormatUint(id, 10)
@@ -414,7 +417,7 @@ func (d *Dashboard) assetChoices() []assetChoice {
 // when the deployment serves several chains (chain 0: the API's default).
 func (d *Dashboard) chosenAsset(v string) (symbol string, chain uint64) {
 	i := strings.LastIndex(v, "@")
-	if i < 0 || len(d.api.ChainIDs()) <= 1 {
+	if i < 0 || !d.severalChains() {
 		return v, 0
 	}
 	id, err := strconv.ParseUint(v[i+1:], 10, 64)
@@ -483,7 +486,7 @@ func (d *Dashboard) handleInvoice(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	v := invoiceView{Inv: inv, Refunds: refunds.Data, Key: formKey(), Assets: d.api.Assets(), Chains: len(d.api.ChainIDs()) > 1}
+	v := invoiceView{Inv: inv, Refunds: refunds.Data, Key: formKey(), Assets: d.api.Assets(), Chains: d.severalChains()}
 	if ds, err := d.deliveries(r, "since="+url.QueryEscape(inv.CreatedAt.UTC().Format(time.RFC3339))+"&limit=100"); err == nil {
 		for _, dl := range ds.Data {
 			if dl.InvoiceID == inv.ID {
