@@ -350,3 +350,44 @@ func TestBrowser_EveryPage_PasswordAndPasskeySignIn_Axe(t *testing.T) {
 	require.Len(t, es, 1)
 	tb.requireClean()
 }
+
+// With two chains, in Chromium: the overview's volumes per chain, the
+// new-invoice form's network choice (an invoice created on chain 9000
+// through it) and the invoice's network row, each page clean under
+// axe-core, light and dark, 360 and 1280 px.
+func TestBrowser_TwoChains_OverviewNewInvoiceAndInvoice_Axe(t *testing.T) {
+	e := newEnvWith(t, newSQLite(t), invoice.Config{Chains: []invoice.Chain{{ID: 9000}}})
+	base := strings.Replace(e.srv.URL, "127.0.0.1", "localhost", 1) + "/dashboard"
+	owner, err := e.api.Owner(ctx, e.merchant.ID)
+	require.NoError(t, err)
+	for i, chain := range []uint64{1337, 9000} {
+		oi, err := e.api.CreateInvoice(ctx, owner, fmt.Sprint("k", i), invoice.InvoiceParams{AmountFormatted: fmt.Sprint(i + 1), ChainID: chain})
+		require.NoError(t, err)
+		inv, err := e.st.GetInvoice(ctx, oi.ID)
+		require.NoError(t, err)
+		inv.PaidWei, inv.Status = inv.AmountWei, store.StatusPaid
+		require.NoError(t, e.st.UpdateInvoice(ctx, &inv))
+	}
+
+	tb := newTab(t)
+	tb.open(base + "/sign-in")
+	tb.run(chromedp.SendKeys("#email", "owner@example.com", chromedp.ByQuery),
+		chromedp.SendKeys("#password", testPassword, chromedp.ByQuery))
+	tb.submit("#signin-form")
+	tb.waitPath("/dashboard/")
+	vols := tb.text("#volumes")
+	require.Contains(t, vols, "ETH@1337")
+	require.Contains(t, vols, "ETH@9000")
+	tb.check("two-chains-overview")
+
+	tb.open(base + "/invoices/new")
+	tb.run(chromedp.SendKeys("#amount", "0.25", chromedp.ByQuery),
+		chromedp.SetValue("#asset", "ETH@9000", chromedp.ByQuery))
+	tb.check("two-chains-new-invoice")
+	tb.submit("#invoice-form")
+	tb.waitPath("/dashboard/invoices")
+	id := tb.text("#created-id")
+	tb.open(base + "/invoices/" + id)
+	require.Equal(t, "9000", tb.text("#inv-chain"))
+	tb.check("two-chains-invoice")
+}
