@@ -49,6 +49,9 @@ func crashScenario(t *testing.T, st store.Store, hook *crashHook) (map[string]in
 	f := newFixture(t, st)
 	cfg := func(c *Config) {
 		c.Confirmations = 3
+		// One invoice per batch: the head block's transaction confirms
+		// one, a confirmation pass of its own the others.
+		c.BatchSize = 1
 		c.afterStep = hook.afterStep
 	}
 	s := f.settler(cfg)

@@ -1,6 +1,7 @@
 package settlement
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -424,6 +425,111 @@ func TestSettle_ConfirmPass_IncrementalBetweenFullPasses(t *testing.T) {
 		f.sync(s)
 		require.Equal(t, store.StatusConfirmed, f.get(d.ID).Status)
 	})
+}
+
+// stepLog records the steps a Settler passes (Config.afterStep).
+type stepLog struct {
+	mu    sync.Mutex
+	steps []string
+}
+
+func (l *stepLog) afterStep(step string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.steps = append(l.steps, step)
+	return nil
+}
+
+func (l *stepLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.steps
+	l.steps = nil
+	return out
+}
+
+// The head block's transaction carries the confirmation pass: an invoice
+// that reaches depth with a new block is confirmed in that block's
+// transaction, with no transaction of its own; a full batch leaves the
+// rest to a pass of its own, in the same round.
+func TestSettle_ConfirmPass_InTheHeadBlocksTransaction(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		var log stepLog
+		s := f.settler(func(c *Config) { c.afterStep = log.afterStep; c.BatchSize = 2 })
+		a, b, c, d := f.invoice(eth(1000)), f.invoice(eth(1000)), f.invoice(eth(1000)), f.invoice(eth(1000))
+		f.mine(pay(a.DepositAddress, eth(1000)))
+		f.sync(s)
+		f.mineN(11)
+		f.sync(s)
+		log.take()
+		require.Equal(t, store.StatusPaid, f.get(a.ID).Status, "11 confirmations")
+
+		fresh := f.invoice(eth(1000))
+		f.mine(pay(fresh.DepositAddress, eth(1000))) // a's 12th confirmation
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(a.ID).Status)
+		require.Equal(t, store.StatusPaid, f.get(fresh.ID).Status)
+		steps := log.take()
+		require.Contains(t, steps, "block.commit")
+		require.NotContains(t, steps, "confirm.commit", "no transaction of its own: %v", steps)
+
+		// Three confirmable at once, batches of two: two in the block's
+		// transaction, the third in a pass of its own.
+		f.mine(pay(b.DepositAddress, eth(1000)), pay(c.DepositAddress, eth(1000)), pay(d.DepositAddress, eth(1000)))
+		f.sync(s)
+		f.mineN(11)
+		f.sync(s)
+		log.take()
+		f.mine()
+		f.sync(s)
+		for _, inv := range []store.Invoice{b, c, d} {
+			require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+		}
+		require.Equal(t, 1, countOf(log.take(), "confirm.commit"))
+		for _, inv := range []store.Invoice{a, b, c, d, fresh} {
+			require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceConfirmed}, f.events(inv.ID))
+		}
+	})
+}
+
+// A PAID invoice paid again in the very block that gives its first
+// payment its 12th confirmation is a candidate of the pass that block's
+// transaction runs, and is not confirmed: the new payment is not final.
+func TestSettle_ConfirmPass_PaidAgainInTheConfirmingBlock_Waits(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		f := newFixture(t, st)
+		inv := f.invoice(eth(1000))
+		s := f.settler()
+		f.mine(pay(inv.DepositAddress, eth(1000)))
+		f.sync(s)
+		f.mineN(11)
+		f.sync(s)
+		f.mine(pay(inv.DepositAddress, eth(1)))
+		f.sync(s)
+		got := f.get(inv.ID)
+		require.Equal(t, store.StatusPaid, got.Status)
+		require.True(t, got.Overpaid)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceOverpaid}, f.events(inv.ID))
+		f.mineN(11)
+		f.sync(s)
+		require.Equal(t, store.StatusPaid, f.get(inv.ID).Status, "11 confirmations of the second payment")
+		f.mine()
+		f.sync(s)
+		require.Equal(t, store.StatusConfirmed, f.get(inv.ID).Status)
+		require.Equal(t, []string{store.EventInvoicePaid, store.EventInvoiceOverpaid, store.EventInvoiceConfirmed},
+			f.events(inv.ID))
+	})
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
 }
 
 // Under instant finality (a CometBFT chain: final at inclusion) a payment

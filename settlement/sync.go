@@ -58,6 +58,14 @@ func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
 			}
 		}
 	}
+	// The confirmation pass is planned once the blocks up to the head are
+	// about to be processed (a revert before that changes what it must
+	// read), and runs in the head block's transaction when it cannot
+	// involve that block's payments: one transaction instead of two.
+	var (
+		plan    *confirmation
+		planned bool
+	)
 	for {
 		if err := interrupted(ctx, lost); err != nil {
 			return err
@@ -75,8 +83,19 @@ func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
 		if n > head.Number {
 			break
 		}
-		next, err := s.processBlock(work, cur, n, head.Number)
+		var inBlock *confirmation
+		if n == head.Number {
+			if plan, err = s.planConfirm(work, head.Number); err != nil {
+				return err
+			}
+			planned = true
+			if plan != nil && plan.maxBlock < n {
+				inBlock = plan
+			}
+		}
+		next, err := s.processBlock(work, cur, n, head.Number, inBlock)
 		if errors.Is(err, errNotCanonical) {
+			planned = false // the revert below invalidates the plan
 			if cur == nil {
 				return nil // the first block vanished: start over next time
 			}
@@ -100,8 +119,15 @@ func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
 	if err := interrupted(ctx, lost); err != nil {
 		return err
 	}
-	if err := s.confirmPass(work, head.Number); err != nil {
-		return err
+	if !planned {
+		if plan, err = s.planConfirm(work, head.Number); err != nil {
+			return err
+		}
+	}
+	if plan != nil && !plan.done {
+		if err := s.confirmPass(work, plan); err != nil {
+			return err
+		}
 	}
 	if err := interrupted(ctx, lost); err != nil {
 		return err
@@ -153,8 +179,13 @@ func (s *Settler) canonical(ctx context.Context, cur store.Cursor, head uint64) 
 
 // processBlock settles block n on top of cur in one database transaction:
 // cursor compare-and-set, payments, invoice transitions and their events,
-// and the processed-block record commit together or not at all.
-func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head uint64) (*store.Cursor, error) {
+// and the processed-block record commit together or not at all. With c
+// non-nil (c.maxBlock below n) the transaction runs a batch of the
+// confirmation pass c too, on the same reads and writes: an invoice this
+// block pays is then confirmed only if its payments, this block's
+// included, all are at or below c.maxBlock, as a pass after the block
+// would find.
+func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head uint64, c *confirmation) (*store.Cursor, error) {
 	start := time.Now()
 	now := s.cfg.Now().UTC()
 	var (
@@ -162,9 +193,13 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 		payments int
 		changes  []change
 		moves    []move
+		// confirming are the confirmation pass's candidates (c), confirmedN
+		// how many of them this block's transaction confirmed.
+		confirming []int64
+		confirmedN int
 	)
 	err := s.st.InTx(ctx, func(tx store.Tx) error {
-		payments, changes, moves = 0, nil, nil
+		payments, changes, moves, confirming, confirmedN = 0, nil, nil, nil, 0
 		b, err := tx.GetBlock(ctx, n)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNotCanonical
@@ -217,12 +252,21 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			byInvoice[t.InvoiceID] = append(byInvoice[t.InvoiceID], incoming{tx: t.TxHash, log: t.LogIndex,
 				from: t.From, value: t.Value, token: &token, chain: t.ChainID})
 		}
-		if len(byInvoice) > 0 {
-			ids := make([]int64, 0, len(byInvoice))
+		if c != nil {
+			// Listed before this block's payments are recorded: they are
+			// above c.maxBlock, and keep whatever they pay from confirming.
+			if confirming, err = c.list(ctx, tx, s.cfg.BatchSize); err != nil {
+				return err
+			}
+			slices.Sort(confirming) // for the binary search below
+		}
+		if len(byInvoice)+len(confirming) > 0 {
+			ids := slices.Clone(confirming)
 			for id := range byInvoice {
 				ids = append(ids, id)
 			}
 			slices.Sort(ids)
+			ids = slices.Compact(ids)
 			invs, err := tx.GetInvoicesForUpdate(ctx, ids)
 			if err != nil {
 				return err
@@ -303,6 +347,14 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 					updated, event = applyWrongNetwork(updated, now)
 					events = append(events, event)
 				}
+				if _, ok := slices.BinarySearch(confirming, inv.ID); ok {
+					var event string
+					updated, event = applyConfirm(updated, paid[inv.ID], c.maxBlock, now)
+					if event != "" {
+						confirmedN++
+					}
+					events = append(events, event)
+				}
 				w.addWrong(before[i], updated, uncounted{asset: wrongAsset[inv.ID], network: wrongNetwork[inv.ID]}, events...)
 				w.withPayments(paid[inv.ID])
 			}
@@ -325,6 +377,9 @@ func (s *Settler) processBlock(ctx context.Context, cur *store.Cursor, n, head u
 			return nil, err
 		}
 		return nil, fmt.Errorf("settlement: block %d: %w", n, err)
+	}
+	if c != nil {
+		c.done = s.confirmedBatch(c, len(confirming), confirmedN)
 	}
 	if err := s.step("block.committed"); err != nil {
 		return nil, err
@@ -671,8 +726,9 @@ func invoiceIDs(ps []store.Payment) []int64 {
 // every PAID invoice even when the last pass found them all.
 const fullConfirmEvery = 64
 
-// confirmPass confirms the PAID invoices whose payments are all at least
-// Confirmations deep under head, one batch per transaction.
+// confirmation is a confirmation pass planned at a head: it confirms the
+// PAID invoices whose counted payments are all in blocks at or below
+// maxBlock, one batch per transaction.
 //
 // It reads every PAID invoice (ListConfirmable) only when it must. After a
 // pass at maxBlock m that confirmed every candidate, an invoice that is
@@ -688,34 +744,85 @@ const fullConfirmEvery = 64
 // Under finality "tag" maxBlock is the recorded finalized block (at most
 // head), and nothing is confirmed while none is recorded. The argument
 // holds the same: maxBlock never exceeds the head of its pass.
-func (s *Settler) confirmPass(ctx context.Context, head uint64) error {
+type confirmation struct {
+	maxBlock uint64
+	// since: the candidates are those with a counted payment in a block in
+	// (after, maxBlock]; every PAID invoice otherwise.
+	since bool
+	after uint64
+	// done: the pass is over (it ran in the head block's transaction).
+	done bool
+}
+
+// confirmLister is where a pass lists its candidates: the store, or the
+// head block's transaction.
+type confirmLister interface {
+	ListConfirmable(ctx context.Context, maxBlock uint64, limit int) ([]int64, error)
+	ListConfirmableSince(ctx context.Context, after, maxBlock uint64, limit int) ([]int64, error)
+}
+
+func (c *confirmation) list(ctx context.Context, r confirmLister, limit int) ([]int64, error) {
+	var (
+		ids []int64
+		err error
+	)
+	if c.since {
+		ids, err = r.ListConfirmableSince(ctx, c.after, c.maxBlock, limit)
+	} else {
+		ids, err = r.ListConfirmable(ctx, c.maxBlock, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list confirmable invoices: %w", err)
+	}
+	return ids, nil
+}
+
+// planConfirm plans the confirmation pass at head, nil when no block is
+// final yet. It takes over what the last pass left (confirmed): until the
+// pass reports it confirmed every candidate, the next plan reads every
+// PAID invoice.
+func (s *Settler) planConfirm(ctx context.Context, head uint64) (*confirmation, error) {
 	maxBlock, ok, err := s.finalBlock(ctx, head)
 	if err != nil || !ok {
-		return err
+		return nil, err
 	}
-	list := func() ([]int64, error) { return s.st.ListConfirmable(ctx, maxBlock, s.cfg.BatchSize) }
-	if c := s.confirmed.Swap(0); c > 0 && c-1 <= maxBlock && s.passes.Add(1)%fullConfirmEvery != 0 {
-		after := c - 1
-		list = func() ([]int64, error) { return s.st.ListConfirmableSince(ctx, after, maxBlock, s.cfg.BatchSize) }
+	c := &confirmation{maxBlock: maxBlock}
+	if last := s.confirmed.Swap(0); last > 0 && last-1 <= maxBlock && s.passes.Add(1)%fullConfirmEvery != 0 {
+		c.since, c.after = true, last-1
 	}
+	return c, nil
+}
+
+// confirmed records the outcome of a batch of a pass: n of the ids listed
+// confirmed. It reports whether the pass is over.
+func (s *Settler) confirmedBatch(c *confirmation, listed, n int) bool {
+	switch {
+	case n < listed:
+		return true // one stayed PAID: the next pass reads every PAID invoice
+	case listed < s.cfg.BatchSize:
+		s.confirmed.Store(c.maxBlock + 1)
+		return true
+	}
+	return false
+}
+
+// confirmPass runs the confirmation pass c on its own, one batch per
+// transaction.
+func (s *Settler) confirmPass(ctx context.Context, c *confirmation) error {
 	for {
-		ids, err := list()
+		ids, err := c.list(ctx, s.st, s.cfg.BatchSize)
 		if err != nil {
-			return fmt.Errorf("settlement: list confirmable invoices: %w", err)
+			return fmt.Errorf("settlement: %w", err)
 		}
 		if len(ids) == 0 {
-			s.confirmed.Store(maxBlock + 1)
+			s.confirmed.Store(c.maxBlock + 1)
 			return nil
 		}
-		done, err := s.batch(ctx, ids, "confirm", func(inv store.Invoice, ps []store.Payment, now time.Time) (store.Invoice, string) {
-			return applyConfirm(inv, ps, maxBlock, now)
+		n, err := s.batch(ctx, ids, "confirm", func(inv store.Invoice, ps []store.Payment, now time.Time) (store.Invoice, string) {
+			return applyConfirm(inv, ps, c.maxBlock, now)
 		})
-		if err != nil || done < len(ids) {
-			return err // the next pass reads every PAID invoice
-		}
-		if len(ids) < s.cfg.BatchSize {
-			s.confirmed.Store(maxBlock + 1)
-			return nil
+		if err != nil || s.confirmedBatch(c, len(ids), n) {
+			return err
 		}
 	}
 }
