@@ -184,6 +184,11 @@ type Settler struct {
 	// See confirmPass.
 	confirmed, passes atomic.Uint64
 
+	// last is the settlement cursor the last round ended at, when
+	// lastKnown (see cursor). Only the sync goroutine touches them.
+	last      *store.Cursor
+	lastKnown bool
+
 	// deposits is the Bloom filter of deposit addresses (deposits.go);
 	// depositsReady whether the last block could use it. Only the sync
 	// goroutine touches them.
@@ -257,7 +262,7 @@ func (s *Settler) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			s.log.InfoContext(ctx, "settlement: lock acquired")
-			s.confirmed.Store(0) // another process may have settled meanwhile
+			s.forget() // another process may have settled meanwhile
 			err = s.runLocked(ctx, lock)
 			_ = lock.Unlock()
 			if ctx.Err() != nil {
@@ -332,8 +337,15 @@ func (s *Settler) Sync(ctx context.Context) error {
 		return fmt.Errorf("settlement: %w", err)
 	}
 	defer lock.Unlock()
-	s.confirmed.Store(0)
+	s.forget()
 	return s.sync(ctx, lock.Lost())
+}
+
+// forget drops what the Settler remembers of its last rounds, for a lock
+// just taken: another process may have settled meanwhile.
+func (s *Settler) forget() {
+	s.confirmed.Store(0)
+	s.lastKnown = false
 }
 
 // sleep waits d or until ctx is done; it reports whether ctx is still live.

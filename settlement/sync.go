@@ -47,7 +47,9 @@ func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
 	if err != nil {
 		return err
 	}
-	if cur != nil {
+	// Below the head, the next block's parent hash tells whether the
+	// cursor's block is still canonical (processBlock).
+	if cur != nil && cur.BlockNumber >= head.Number {
 		ok, err := s.canonical(work, *cur, head.Number)
 		if err != nil {
 			return err
@@ -116,6 +118,7 @@ func (s *Settler) sync(ctx context.Context, lost <-chan struct{}) error {
 	if cur != nil {
 		s.m.setPosition(head.Number, cur.BlockNumber)
 	}
+	s.last, s.lastKnown = cur, true // what the next round starts from
 	if err := interrupted(ctx, lost); err != nil {
 		return err
 	}
@@ -145,8 +148,14 @@ func interrupted(ctx context.Context, lost <-chan struct{}) error {
 }
 
 // cursor returns settlement's cursor, or nil when it never processed a
-// block.
+// block: the one the last round ended at, when it ended without an error
+// (while the lock is held, nobody else moves it; should someone, the
+// block's compare-and-set fails), read from the database otherwise.
 func (s *Settler) cursor(ctx context.Context) (*store.Cursor, error) {
+	if s.lastKnown {
+		s.lastKnown = false // until this round ends well
+		return s.last, nil
+	}
 	c, err := s.st.GetCursor(ctx, store.CursorSettlement)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
