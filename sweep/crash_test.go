@@ -250,3 +250,49 @@ func TestSweep_ReplacementUnderpriced_BumpedThenRecoversWhenTheNonceIsTaken(t *t
 	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(1)))
 	require.Empty(t, e.invoice(inv.ID).SweepError)
 }
+
+// With an indexed chain, a nonce someone else used is given up only once
+// the index has reached the block it was seen used at and holds none of
+// the slot's transactions: the sweep waits while the index lags, then
+// funds again with a new nonce.
+func TestSweep_NonceTooLow_Indexed_GivenUpOnceTheIndexShowsAnotherTransaction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.confirmedInvoices(1, eth(1))[0]
+	e.index()
+	crashCtx, crash := context.WithCancel(ctx)
+	defer crash()
+	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
+	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
+	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
+	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+
+	self := e.sweepWallet()
+	tx, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(1337), Nonce: stored.Nonce, GasTipCap: big.NewInt(params1Gwei),
+		GasFeeCap: big.NewInt(10 * params1Gwei), Gas: 21000, To: &self, Value: big.NewInt(0),
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.client.SendTransaction(ctx, tx))
+	e.sim.Commit()
+	e.clock.Advance(2 * time.Minute)
+
+	s2 := e.sweeper(Config{Confirmations: 1})
+	require.NoError(t, s2.RunOnce(ctx)) // first seen: wait a block
+	for range 3 {                       // the index lags: wait
+		e.sim.Commit()
+		require.NoError(t, s2.RunOnce(ctx))
+		require.Len(t, e.sweepTxs(inv.ID, store.SweepTxFunding), 1, "not given up while the index lags")
+		require.Equal(t, store.SweepFunding, e.invoice(inv.ID).SweepStatus)
+	}
+	e.index() // the index holds the other transaction, none of the slot's
+	require.NoError(t, s2.RunOnce(ctx))
+	fs := e.sweepTxs(inv.ID, store.SweepTxFunding)
+	require.Len(t, fs, 2)
+	require.Equal(t, store.SweepTxFailed, fs[0].Status)
+	require.Equal(t, stored.Nonce+1, fs[1].Nonce)
+
+	e.driveIndexed(5, e.all([]int64{inv.ID}, store.SweepSwept), s2)
+	require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
+	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(1)))
+}

@@ -3,10 +3,14 @@ package sweep
 import (
 	"context"
 	"math/big"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
@@ -485,4 +489,66 @@ func TestOutbound_RefundOfAPaymentAboveTheSweepsHead_WaitsThenLeavesFromTheDepos
 	require.Equal(t, inv.DepositAddress, *got.FromAddress)
 	require.Equal(t, 0, e.balance(dest).Cmp(eth(1)))
 	e.reconcile() // the waiting pass wrote nothing the ledger lacks
+}
+
+// hiddenReceipts is the node with no receipt for the transactions match
+// selects while hide is set, as geth answers while it is still indexing
+// transactions, or a proxy's lagging node: the chain's state (the
+// sender's nonce) shows them mined, their receipts do not.
+type hiddenReceipts struct {
+	Chain
+	hide  atomic.Bool
+	match func(common.Hash) bool
+}
+
+func (c *hiddenReceipts) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
+	if c.hide.Load() && c.match(hash) {
+		return nil, ethereum.NotFound
+	}
+	return c.Chain.TransactionReceipt(ctx, hash)
+}
+
+// A payout whose receipt the node withholds for blocks after it was mined
+// is not failed while the index holds it — FAILED would free the amount
+// to be paid again — and is confirmed, once, when the receipt comes.
+func TestOutbound_ReceiptLagsTheNonce_NotFailedWhileTheIndexHoldsTheSend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var sends sync.Map // hashes of the payout wallet's transactions
+	hc := &hiddenReceipts{Chain: e.client, match: func(h common.Hash) bool { _, ok := sends.Load(h); return ok }}
+	s := e.sweeperOn(hc, Config{Confirmations: 2})
+	e.index()
+	require.NoError(t, s.RunOnce(ctx))
+	e.sendFrom(e.payerKey, e.payoutWallet(), eth(5))
+	e.sim.Commit()
+	dest := randAddr()
+	o := e.outbound(store.OutboundPayout, eth(1), dest)
+	hc.hide.Store(true)
+
+	// Until the send is mined, the receipts are there to be missed.
+	e.driveIndexed(10, func() bool {
+		for _, t := range e.outboundTxs(o.ID, store.SweepTxOutbound) {
+			sends.Store(t.TxHash, true)
+		}
+		return e.balance(dest).Sign() > 0
+	}, s)
+	for range 6 {
+		e.sim.Commit()
+		e.index()
+		require.NoError(t, s.RunOnce(ctx))
+		got := e.getOutbound(o.ID)
+		require.Equal(t, store.OutboundBroadcast, got.Status, "mined without a receipt: not failed")
+		require.Len(t, e.outboundTxs(o.ID, store.SweepTxOutbound), 1, "nothing signed again")
+	}
+
+	hc.hide.Store(false)
+	e.driveIndexed(10, e.outboundIs(o.ID, store.OutboundConfirmed), s)
+	require.Equal(t, 0, e.balance(dest).Cmp(eth(1)), "paid once")
+	payouts := 0
+	for _, en := range e.ledgerOf(o.ID) {
+		if en.Kind == store.LedgerPayout {
+			payouts++
+		}
+	}
+	require.Equal(t, 1, payouts)
 }

@@ -307,13 +307,18 @@ func (s *Sweeper) tend(ctx context.Context, p *pass, sl *slot) (verdict, error) 
 	return verdict{}, nil
 }
 
-// nonceUsed handles a slot whose nonce the chain has used for a
-// transaction that is none of the slot's.
+// nonceUsed handles a slot whose nonce the chain has used while none of
+// the slot's transactions has a receipt: first seen, it waits a block
+// (the receipt may lag); after that the slot is dead unless the indexed
+// chain says otherwise (indexedSend).
 func (s *Sweeper) nonceUsed(ctx context.Context, p *pass, sl *slot, live *store.SweepTx) (verdict, error) {
 	if live.LastError != ReasonNonceTooLow || live.SentBlock == nil || p.number <= *live.SentBlock {
 		number := p.number
 		live.LastError, live.SentBlock, live.UpdatedAt = ReasonNonceTooLow, &number, p.now
 		return verdict{class: classNonceTooLow, nonceWait: true}, s.st.UpdateSweepTx(ctx, *live)
+	}
+	if wait, err := s.indexedSend(ctx, sl, *live.SentBlock); err != nil || wait {
+		return verdict{class: classNonceTooLow, nonceWait: true}, err
 	}
 	s.log.WarnContext(ctx, "sweep: nonce used by another transaction", slog.String("kind", sl.kind),
 		slog.String("from", sl.from.Hex()), slog.Uint64("nonce", sl.nonce))
@@ -331,6 +336,45 @@ func (s *Sweeper) nonceUsed(ctx context.Context, p *pass, sl *slot, live *store.
 		return nil
 	})
 	return verdict{class: classNonceTooLow, dead: true}, err
+}
+
+// indexedSend tells whether a slot whose nonce the node reported used at
+// block seen must wait rather than die, by the indexed chain: a node's
+// receipts can lag its state by more than a block (geth answers none
+// while it is still indexing transactions, and behind a proxy the
+// receipt may come from another node), and a dead slot is final — a
+// refund or payout marked FAILED frees its amount to be sent again. It
+// waits while the index has not reached seen (the transaction that took
+// the nonce is at or below it), and while one of the slot's own
+// transactions is indexed (it took the nonce; its receipt will follow).
+// Without an index (no block indexed yet) the node's word stands.
+func (s *Sweeper) indexedSend(ctx context.Context, sl *slot, seen uint64) (bool, error) {
+	head, err := s.st.LatestBlock(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the indexed head: %w", err)
+	}
+	if head.Number < seen {
+		s.log.InfoContext(ctx, "sweep: nonce used; waiting for the index to reach the block to tell by whom",
+			slog.String("kind", sl.kind), slog.String("from", sl.from.Hex()), slog.Uint64("nonce", sl.nonce),
+			slog.Uint64("block", seen), slog.Uint64("indexed_head", head.Number))
+		return true, nil
+	}
+	for _, t := range sl.txs {
+		_, err := s.st.GetTx(ctx, t.TxHash)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("look up %s in the index: %w", t.TxHash.Hex(), err)
+		}
+		s.log.WarnContext(ctx, "sweep: the node has no receipt for a transaction the index holds; waiting for it",
+			slog.String("kind", sl.kind), slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("nonce", sl.nonce))
+		return true, nil
+	}
+	return false, nil
 }
 
 // spec describes a transaction to sign and store.
