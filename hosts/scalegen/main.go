@@ -78,6 +78,7 @@ func main() {
 	before := flag.Duration("before", time.Minute, "how long the reads are measured before the archive starts (-archive)")
 	flag.BoolVar(&skipChain, "skip-chain", false, "generate no transactions nor sweep transactions (the merchant dashboard's measurements need neither)")
 	dash := flag.Bool("dashboard", false, "measure the merchant dashboard's pages (hosts/dashboard) instead of generating")
+	flag.IntVar(&migrateTo, "migrate-to", 0, "generate on the schema as of this migration version (0: the latest), so that -migrate then times the later ones on the data")
 	flag.Parse()
 	if err := loopback(*dbURL); err != nil {
 		log.Fatal(err)
@@ -109,6 +110,10 @@ func main() {
 
 // skipChain leaves the transactions and sweep transactions out (-skip-chain).
 var skipChain bool
+
+// migrateTo is the schema version generate migrates to (-migrate-to; 0:
+// the latest).
+var migrateTo int
 
 // loopback refuses a database that is not on this machine.
 func loopback(dsn string) error {
@@ -155,7 +160,11 @@ func generate(ctx context.Context, dbURL string, scale float64, keyfile string, 
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
+	migrate := st.Migrate
+	if migrateTo > 0 {
+		migrate = func(ctx context.Context) error { return st.MigrateTo(ctx, migrateTo) }
+	}
+	if err := migrate(ctx); err != nil {
 		return err
 	}
 	db := st.DB().DB
