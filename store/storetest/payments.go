@@ -604,4 +604,14 @@ func testInsertEvents(t *testing.T, st store.Store) {
 	n, err := st.DispatchEvents(ctx, now(), now(), 10)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "bulk events are in the outbox like any other")
+
+	// The data is stored byte for byte: what a webhook signs is what
+	// settlement wrote (HTML characters, escapes, non-ASCII, big numbers).
+	odd := store.Event{Type: store.EventInvoicePaid, MerchantID: m.ID, InvoiceID: inv.ID, CreatedAt: now(),
+		Data: store.RawJSON(`{"description":"<b>Tom & Jerry</b> \u00e9 é \"q\" \n","amount":115792089237316195423570985008687907853269984665640564039457584007913129639935,"x":[1.50,-0,{}]}`)}
+	require.NoError(t, st.InsertEvents(ctx, []store.Event{odd}))
+	evs, err = st.ListEventsByInvoice(ctx, inv.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	require.Equal(t, string(odd.Data), string(evs[2].Data))
 }
