@@ -123,23 +123,7 @@ func TestSweep_NonceTooLow_RetriedAfterOneBlockWithANewNonce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.confirmedInvoices(1, eth(1))[0]
-	crashCtx, crash := context.WithCancel(ctx)
-	defer crash()
-	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
-	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
-	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
-	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
-
-	// Someone else uses the sweep wallet's key at that nonce.
-	self := e.sweepWallet()
-	tx, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
-		ChainID: big.NewInt(1337), Nonce: stored.Nonce, GasTipCap: big.NewInt(params1Gwei),
-		GasFeeCap: big.NewInt(10 * params1Gwei), Gas: 21000, To: &self, Value: big.NewInt(0),
-	})
-	require.NoError(t, err)
-	require.NoError(t, e.client.SendTransaction(ctx, tx))
-	e.sim.Commit()
-	e.clock.Advance(2 * time.Minute)
+	stored := fundingNonceTaken(t, e, inv)
 
 	s2 := e.sweeper(Config{Confirmations: 1})
 	require.NoError(t, s2.RunOnce(ctx))
@@ -260,22 +244,7 @@ func TestSweep_NonceTooLow_Indexed_GivenUpOnceTheIndexShowsAnotherTransaction(t 
 	e := newEnv(t)
 	inv := e.confirmedInvoices(1, eth(1))[0]
 	e.index()
-	crashCtx, crash := context.WithCancel(ctx)
-	defer crash()
-	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
-	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
-	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
-	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
-
-	self := e.sweepWallet()
-	tx, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
-		ChainID: big.NewInt(1337), Nonce: stored.Nonce, GasTipCap: big.NewInt(params1Gwei),
-		GasFeeCap: big.NewInt(10 * params1Gwei), Gas: 21000, To: &self, Value: big.NewInt(0),
-	})
-	require.NoError(t, err)
-	require.NoError(t, e.client.SendTransaction(ctx, tx))
-	e.sim.Commit()
-	e.clock.Advance(2 * time.Minute)
+	stored := fundingNonceTaken(t, e, inv)
 
 	s2 := e.sweeper(Config{Confirmations: 1})
 	require.NoError(t, s2.RunOnce(ctx)) // first seen: wait a block
@@ -295,4 +264,29 @@ func TestSweep_NonceTooLow_Indexed_GivenUpOnceTheIndexShowsAnotherTransaction(t 
 	e.driveIndexed(5, e.all([]int64{inv.ID}, store.SweepSwept), s2)
 	require.Equal(t, store.StatusSettled, e.invoice(inv.ID).Status)
 	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(1)))
+}
+
+// fundingNonceTaken stores the sweep wallet's funding of inv without
+// broadcasting it (the process dies just before), then has someone else
+// use the sweep wallet's key at that nonce, mined; it returns the stored
+// funding.
+func fundingNonceTaken(t *testing.T, e *env, inv store.Invoice) store.SweepTx {
+	t.Helper()
+	crashCtx, crash := context.WithCancel(ctx)
+	defer crash()
+	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
+	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
+	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
+	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+
+	self := e.sweepWallet()
+	tx, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(1337), Nonce: stored.Nonce, GasTipCap: big.NewInt(params1Gwei),
+		GasFeeCap: big.NewInt(10 * params1Gwei), Gas: 21000, To: &self, Value: big.NewInt(0),
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.client.SendTransaction(ctx, tx))
+	e.sim.Commit()
+	e.clock.Advance(2 * time.Minute)
+	return stored
 }
