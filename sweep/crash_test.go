@@ -192,12 +192,7 @@ func TestSweep_ReplacementUnderpriced_BumpedThenRecoversWhenTheNonceIsTaken(t *t
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.confirmedInvoices(1, eth(1))[0]
-	crashCtx, crash := context.WithCancel(ctx)
-	defer crash()
-	cc := &crashingChain{Chain: e.client, cancel: crash, before: true, match: sentBy(e.sweepWallet())}
-	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
-	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
-	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+	stored := unsentFunding(t, e, inv)
 
 	// Another transaction with the same nonce and a much higher fee sits in
 	// the node's pool.
@@ -266,11 +261,9 @@ func TestSweep_NonceTooLow_Indexed_GivenUpOnceTheIndexShowsAnotherTransaction(t 
 	require.Equal(t, 0, e.balance(e.merchant.SettlementAddress).Cmp(eth(1)))
 }
 
-// fundingNonceTaken stores the sweep wallet's funding of inv without
-// broadcasting it (the process dies just before), then has someone else
-// use the sweep wallet's key at that nonce, mined; it returns the stored
-// funding.
-func fundingNonceTaken(t *testing.T, e *env, inv store.Invoice) store.SweepTx {
+// unsentFunding stores the sweep wallet's funding of inv without
+// broadcasting it (the process dies just before) and returns it.
+func unsentFunding(t *testing.T, e *env, inv store.Invoice) store.SweepTx {
 	t.Helper()
 	crashCtx, crash := context.WithCancel(ctx)
 	defer crash()
@@ -278,7 +271,14 @@ func fundingNonceTaken(t *testing.T, e *env, inv store.Invoice) store.SweepTx {
 	s1 := e.sweeperOn(cc, Config{Confirmations: 1})
 	require.ErrorIs(t, s1.RunOnce(crashCtx), context.Canceled)
 	stored := e.sweepTxs(inv.ID, store.SweepTxFunding)[0]
+	return stored
+}
 
+// fundingNonceTaken is unsentFunding, then someone else uses the sweep
+// wallet's key at that nonce, mined.
+func fundingNonceTaken(t *testing.T, e *env, inv store.Invoice) store.SweepTx {
+	t.Helper()
+	stored := unsentFunding(t, e, inv)
 	self := e.sweepWallet()
 	tx, err := types.SignNewTx(e.sweepKey, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{
 		ChainID: big.NewInt(1337), Nonce: stored.Nonce, GasTipCap: big.NewInt(params1Gwei),
