@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -86,18 +85,17 @@ func (s *Store) InsertEvents(ctx context.Context, evs []store.Event) error {
 		return nil
 	}
 	if s.d.Array != nil {
-		rows := make([]eventRow, len(evs))
+		n := len(evs)
+		var (
+			types, data         = make([]string, n), make([]string, n)
+			merchants, invoices = make([]int64, n), make([]int64, n)
+			created             = make([]time.Time, n)
+		)
 		for i, e := range evs {
-			rows[i] = eventRow{Type: e.Type, MerchantID: e.MerchantID, InvoiceID: e.InvoiceID,
-				Data: json.RawMessage(e.Data), CreatedAt: e.CreatedAt}
+			types[i], merchants[i], invoices[i], data[i], created[i] = e.Type, e.MerchantID, e.InvoiceID, string(e.Data), e.CreatedAt
 		}
-		var doc strings.Builder
-		enc := json.NewEncoder(&doc)
-		enc.SetEscapeHTML(false) // the data as it is: no \u003c for <
-		if err := enc.Encode(rows); err != nil {
-			return fmt.Errorf("encode events: %w", err)
-		}
-		_, err := s.execPrepared(ctx, insertEventsPostgres, doc.String())
+		arr := s.d.Array
+		_, err := s.execPrepared(ctx, insertEventsPostgres, arr(types), arr(merchants), arr(invoices), arr(data), arr(created))
 		return err
 	}
 	rows := make([][]any, len(evs))
@@ -107,25 +105,8 @@ func (s *Store) InsertEvents(ctx context.Context, evs []store.Event) error {
 	return s.withTx(ctx, func(t *Store) error { return t.bulkInsert(ctx, "events", eventInsertColumns, rows) })
 }
 
-// On PostgreSQL the events go as one JSON array, each event's data inside
-// it unquoted: json_to_recordset gives a json field back as its text, byte
-// for byte, and encoding/json changes compact data in no byte (HTML
-// escaping off). As a text[] parameter every quote of every event's data
-// was escaped again: 670 kB allocated a settled block (BENCHMARKS.md).
 const insertEventsPostgres = `INSERT INTO events (type, merchant_id, invoice_id, data, created_at)
-	SELECT e.type, e.merchant_id, e.invoice_id, e.data::text, e.created_at
-	FROM json_to_recordset(?::json) AS e(type text, merchant_id bigint, invoice_id bigint, data json, created_at timestamptz)`
-
-// eventRow is an event in insertEventsPostgres's array. Data is JSON by
-// contract (store.RawJSON); empty, it is null, which events refuse as
-// they refuse NULL.
-type eventRow struct {
-	Type       string          `json:"type"`
-	MerchantID int64           `json:"merchant_id"`
-	InvoiceID  int64           `json:"invoice_id"`
-	Data       json.RawMessage `json:"data"`
-	CreatedAt  time.Time       `json:"created_at"`
-}
+	SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::timestamptz[])`
 
 // byteaArray is vals as a PostgreSQL bytea[] literal, hex-encoded, a nil
 // element NULL (lib/pq's ByteaArray has no NULL; its GenericArray writes
