@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		blockTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "settlement_block_seconds",
-			Help:    "Time to process one block (one database transaction).",
+			Help:    "Time to process one block (one database transaction; the head block's carries the confirmation pass).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 		filterInUse: prometheus.NewGauge(prometheus.GaugeOpts{
