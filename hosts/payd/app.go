@@ -371,6 +371,15 @@ func (a *app) buildService(ctx context.Context) error {
 	// chain-bound roles only runs nothing of it (service.New would take
 	// no roles for all of them).
 	if roles != (service.Roles{}) {
+		// With further chains, a chain problem stops the first chain's
+		// parts only, as it does a further chain's: the API, webhooks and
+		// the other chains go on. With one chain there is nothing to go on
+		// for: the process stops, and a restart is refused with what to do.
+		if len(a.others) > 0 {
+			cfg.ChainStopped = func(ctx context.Context, err error) bool {
+				return a.first.stop(ctx, a.log, a.identity, err)
+			}
+		}
 		svc, err := service.New(ctx, cfg)
 		if err != nil {
 			return err

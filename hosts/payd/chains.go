@@ -462,34 +462,48 @@ func (a *app) buildChainService(ctx context.Context, u *chainUnit) error {
 	return nil
 }
 
-// run runs the chain's parts. A node that turns out to serve another
-// chain, or a reorg the indexer refuses (deeper than MaxReorgDepth, or of
-// a block recorded as finalized), stops this chain's parts only: the
-// process and its other chains go on, and /readyz and /v1/admin/status
-// name the chain and why (its identity guard keeps the last check).
+// run runs the chain's parts (a chain besides the first: its service has
+// only chain parts). A node that turns out to serve another chain, or a
+// reorg the indexer refuses, stops them (stop); the process and its other
+// chains go on.
 func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		err := u.svc.Run(ctx)
-		problem := chainProblem(err)
-		why, ok := map[string]string{
-			problemAnotherChain: "its node serves another chain",
-			problemReorgTooDeep: "its node's chain rewrote history the index will not follow (docs/chains.md)",
-		}[problem]
-		if !ok {
+		if !u.stop(ctx, log, u.svc.Identity, err) {
 			return err
-		}
-		u.stopped.Store(&err)
-		log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: "+why+"; the other chains go on",
-			slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
-		// The indexer may have seen another chain before the guard's next
-		// check, whose loop stopped with the rest: check once more, so that
-		// /readyz and /v1/admin/status say what the node serves.
-		if problem == problemAnotherChain && u.svc.Identity != nil {
-			_, _ = u.svc.Identity.Check(ctx)
 		}
 		<-ctx.Done()
 		return nil
 	}
+}
+
+// stop reports whether err — what the chain's parts stopped with — is a
+// chain problem that stops this chain's parts only: its node serves
+// another chain, or its indexer refused a reorg (deeper than
+// MaxReorgDepth, or of a block recorded as finalized). If so it records
+// why, for /readyz and /v1/admin/status, which name the chain (its
+// identity guard keeps the last check). The first chain's service asks it
+// too (service.Config.ChainStopped): its API and webhooks go on serving
+// every chain.
+func (u *chainUnit) stop(ctx context.Context, log *slog.Logger, identity *indexer.Identity, err error) bool {
+	problem := chainProblem(err)
+	why, ok := map[string]string{
+		problemAnotherChain: "its node serves another chain",
+		problemReorgTooDeep: "its node's chain rewrote history the index will not follow (docs/chains.md)",
+	}[problem]
+	if !ok {
+		return false
+	}
+	u.stopped.Store(&err)
+	log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: "+why+"; the rest of the process goes on",
+		slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
+	// The indexer may have seen another chain before the guard's next
+	// check, whose loop stopped with the rest: check once more, so that
+	// /readyz and /v1/admin/status say what the node serves.
+	if problem == problemAnotherChain && identity != nil {
+		_, _ = identity.Check(ctx)
+	}
+	return true
 }
 
 // invoiceChains are the chains besides the first that the API creates

@@ -83,3 +83,39 @@ func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) 
 	r.pay(devChainID, inv["payment_uri"].(string))
 	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
 }
+
+// The same refused reorg on the first chain stops the first chain's parts
+// only, now that the process serves another: the API and webhooks go on,
+// /readyz and the status report name the first chain's indexer, and the
+// second chain's invoices are still created and confirmed. (With one
+// chain, a chain problem still stops the process: identity_e2e_test.go.)
+func TestServe_TwoChains_FirstChainsFinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
+		func(c *appConfig) { c.chain.finality, c.chain.confirmations = store.FinalityTag, 0 })
+	first := r.st.Chain(devChainID)
+	waitUntil(t, 90*time.Second, 200*time.Millisecond, func() bool {
+		n, ok, err := first.FinalizedBlock(ctx)
+		return err == nil && ok && n >= 32
+	}, func() string { return "the first chain's finalized block 32 recorded" })
+	r.chains[devChainID].forkAt(t, devChainID, 30)
+
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"indexer":"`+problemReorgTooDeep+`"`)
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+
+	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, false, status["healthy"])
+	chain := status["chain"].(map[string]any)
+	require.Equal(t, problemReorgTooDeep, chain["problem"])
+	require.Contains(t, chain["reason"], "finalized")
+	require.Nil(t, status["other_chains"].([]any)[0].(map[string]any)["problem"], "the second chain is fine")
+
+	inv := r.create(map[string]any{"amount_wei": "300000000000000000", "chain_id": secondDevChain})
+	r.pay(secondDevChain, inv["payment_uri"].(string))
+	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
+}

@@ -82,6 +82,10 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["chain_identity"] = c
 		status = http.StatusServiceUnavailable
 	}
+	if c := chainProblem(a.firstStopReason()); c == problemReorgTooDeep {
+		checks["indexer"] = c
+		status = http.StatusServiceUnavailable
+	}
 	if err := a.st.Ping(ctx); err != nil {
 		checks["database"] = "unreachable"
 		status = http.StatusServiceUnavailable
@@ -198,8 +202,8 @@ type chainReport struct {
 	BehindBlocks uint64 `json:"behind_blocks"`
 	// Problem is "" when the node serves the recorded chain, not far
 	// behind; node_behind or another_chain otherwise, explained by Reason.
-	// A chain besides the first whose parts stopped on a reorg its
-	// indexer refused says reorg_too_deep.
+	// A chain whose parts stopped on a reorg its indexer refused says
+	// reorg_too_deep.
 	Problem   string    `json:"problem,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
@@ -212,6 +216,15 @@ func (a *app) chainStatus() indexer.ChainStatus {
 		return indexer.ChainStatus{}
 	}
 	return a.identity.Status()
+}
+
+// firstStopReason is why the first chain's parts stopped while the
+// process went on (with further chains: chainUnit.stop), or nil.
+func (a *app) firstStopReason() error {
+	if a.first == nil {
+		return nil
+	}
+	return a.first.stopReason()
 }
 
 // problemReorgTooDeep: the chain's indexer refused a reorg (deeper than
@@ -275,6 +288,9 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 		rep.Nodes = a.pool.Status()
 	}
 	rep.Chain = reportOf(a.chainStatus())
+	if err := a.firstStopReason(); rep.Chain.Problem == "" && chainProblem(err) != "" {
+		rep.Chain.Problem, rep.Chain.Reason = chainProblem(err), err.Error()
+	}
 	chainsOK := rep.Chain.Problem == ""
 	for _, u := range a.others {
 		if u.svc == nil {

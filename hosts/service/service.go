@@ -160,6 +160,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives every part's metrics. Defaults to nil: none.
 	Registerer prometheus.Registerer
+	// ChainStopped, when set, is asked about the error a chain part — the
+	// identity guard, the indexer, settlement, the sweep — stopped with.
+	// When it returns true, the chain parts stop and the others (the API,
+	// webhooks, pricing) go on: a host that serves several chains keeps
+	// serving the others when one goes wrong (its node serves another
+	// chain, a reorg the indexer refuses). Defaults to nil: a part that
+	// fails stops the service, and Run returns its error.
+	ChainStopped func(ctx context.Context, err error) bool
 
 	// The packages' own settings, for what this Config does not set.
 	Invoice    invoice.Config
@@ -282,6 +290,8 @@ type Service struct {
 type worker struct {
 	name string
 	run  func(context.Context) error
+	// chain: a chain part (Config.ChainStopped).
+	chain bool
 }
 
 // New connects the parts of cfg.Roles and checks them before anything
@@ -337,13 +347,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.log.InfoContext(ctx, "chain identity verified", slog.Uint64("chain_id", st.ChainID), slog.String("genesis", st.GenesisHash.Hex()),
 			slog.Uint64("node_head", st.NodeHead), slog.Uint64("indexed_tip", st.IndexedTip), slog.Uint64("verified_at_block", st.VerifiedAt))
 	}
-	s.workers = append(s.workers, worker{"chain-identity", s.Identity.Run})
+	s.workers = append(s.workers, worker{"chain-identity", s.Identity.Run, true})
 
 	if cfg.Pricer != nil && !cfg.PricerShared {
 		if err := s.checkPricer(ctx, cfg.Pricer); err != nil {
 			return nil, err
 		}
-		s.workers = append(s.workers, worker{"pricing", cfg.Pricer.Run})
+		s.workers = append(s.workers, worker{"pricing", cfg.Pricer.Run, false})
 	}
 	var creds *invoice.Credentials
 	if len(cfg.SecretKey) > 0 {
@@ -373,7 +383,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		if s.Indexer, err = indexer.New(src, cfg.Store, c); err != nil {
 			return nil, fmt.Errorf("service: the indexer: %w", err)
 		}
-		s.workers = append(s.workers, worker{"indexer", s.Indexer.Run})
+		s.workers = append(s.workers, worker{"indexer", s.Indexer.Run, true})
 	}
 	if cfg.Roles.Settlement {
 		c := cfg.Settlement
@@ -387,7 +397,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		if s.Settlement, err = settlement.New(cfg.Store, c); err != nil {
 			return nil, fmt.Errorf("service: settlement: %w", err)
 		}
-		s.workers = append(s.workers, worker{"settlement", s.Settlement.Run})
+		s.workers = append(s.workers, worker{"settlement", s.Settlement.Run, true})
 	}
 	if cfg.Roles.Sweep {
 		if err := s.buildSweep(eth, tokens); err != nil {
@@ -403,7 +413,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		if s.Webhooks, err = webhook.New(cfg.Store, creds, c); err != nil {
 			return nil, fmt.Errorf("service: webhooks: %w", err)
 		}
-		s.workers = append(s.workers, worker{"webhooks", s.Webhooks.Run})
+		s.workers = append(s.workers, worker{"webhooks", s.Webhooks.Run, false})
 	}
 	return s, nil
 }
@@ -491,7 +501,7 @@ func (s *Service) buildAPI(creds *invoice.Credentials, eth *ethclient.Client) er
 	}
 	s.handler = httpapi.NewMux()
 	s.Register(s.handler)
-	s.workers = append(s.workers, worker{"invoice", s.Invoices.Run})
+	s.workers = append(s.workers, worker{"invoice", s.Invoices.Run, false})
 	return nil
 }
 
@@ -523,7 +533,7 @@ func (s *Service) buildSweep(eth *ethclient.Client, tokens []common.Address) err
 	if s.Sweeper, err = sweep.New(cfg.Store, eth, keys, c); err != nil {
 		return err
 	}
-	s.workers = append(s.workers, worker{"sweep", s.Sweeper.Run})
+	s.workers = append(s.workers, worker{"sweep", s.Sweeper.Run, true})
 	return nil
 }
 
@@ -560,21 +570,40 @@ func (s *Service) Workers() []string {
 
 // Run runs every part until ctx is cancelled — then each finishes what it
 // holds and Run returns nil — or until one part fails: the others are
-// stopped and Run returns that part's error, named. Run runs once.
+// stopped and Run returns that part's error, named. A chain part's error
+// that Config.ChainStopped takes stops the chain parts only; Run then goes
+// on until ctx is cancelled. Run runs once.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	chainCtx, stopChain := context.WithCancel(gctx)
+	defer stopChain()
 	for _, w := range s.workers {
+		wctx := gctx
+		if w.chain {
+			wctx = chainCtx
+		}
 		g.Go(func() error {
-			err := w.run(gctx)
-			if err != nil && !errors.Is(err, context.Canceled) {
+			err := w.run(wctx)
+			failed := err != nil && !errors.Is(err, context.Canceled)
+			if failed && w.chain && s.cfg.ChainStopped != nil && s.cfg.ChainStopped(gctx, err) {
+				s.log.ErrorContext(gctx, "service: a chain part stopped; stopping the chain's parts, the others go on",
+					slog.String("part", w.name), slog.String("error", err.Error()))
+				stopChain()
+				return nil
+			}
+			if failed {
 				s.log.ErrorContext(gctx, "service: a part stopped; stopping the others", slog.String("part", w.name), slog.String("error", err.Error()))
 				return fmt.Errorf("service: %s: %w", w.name, err)
 			}
-			if err == nil && gctx.Err() == nil {
+			if err == nil && wctx.Err() == nil {
 				return fmt.Errorf("service: %s stopped while the service runs", w.name)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil || ctx.Err() != nil {
+		return err
+	}
+	<-ctx.Done() // only chain parts ran, and they stopped: nothing to run until shutdown
+	return nil
 }

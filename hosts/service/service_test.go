@@ -289,6 +289,53 @@ func TestRun_APartStops_RunReturnsItsError(t *testing.T) {
 	}
 }
 
+// With Config.ChainStopped taking the error, the same stop ends the chain
+// parts only: Run goes on (the API's part with it) until it is cancelled,
+// and then returns nil.
+func TestRun_ChainStopped_OnlyTheChainPartsStop(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	src := &swappable{Source: indexer.NewRPCSource(r.chain.RPC())}
+	cfg := r.config()
+	cfg.Source = src
+	cfg.Identity.CheckInterval = 20 * time.Millisecond
+	stopped := make(chan error, 4)
+	cfg.ChainStopped = func(_ context.Context, err error) bool {
+		stopped <- err
+		return errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged)
+	}
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	r.chain.Mine(2)
+	require.Eventually(t, func() bool {
+		cur, err := r.st.GetCursor(ctx, "indexer")
+		return err == nil && cur.BlockNumber >= 2
+	}, 30*time.Second, 10*time.Millisecond, "the indexer follows the chain")
+	src.otherChain.Store(true)
+	select {
+	case err := <-stopped:
+		require.True(t, errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged), "%v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no chain part stopped on another chain")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned although only chain parts stopped: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return when cancelled")
+	}
+}
+
 // swappable is the node's Source until otherChain is set: then it answers
 // for chain 7.
 type swappable struct {
