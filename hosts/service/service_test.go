@@ -263,23 +263,7 @@ func TestService_TagFinality_ConfirmedOnlyOnceFinalized(t *testing.T) {
 // — not at the end of a wait.
 func TestRun_APartStops_RunReturnsItsError(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	src := &swappable{Source: indexer.NewRPCSource(r.chain.RPC())}
-	cfg := r.config()
-	cfg.Source = src
-	cfg.Identity.CheckInterval = 20 * time.Millisecond
-	svc, err := service.New(ctx, cfg)
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
-	r.chain.Mine(2)
-	require.Eventually(t, func() bool {
-		cur, err := r.st.GetCursor(ctx, "indexer")
-		return err == nil && cur.BlockNumber >= 2
-	}, 30*time.Second, 10*time.Millisecond, "the indexer follows the chain")
-	src.otherChain.Store(true)
+	done, _ := runThenSwap(t, nil)
 	select {
 	case err := <-done:
 		require.ErrorContains(t, err, "service: ")
@@ -294,28 +278,13 @@ func TestRun_APartStops_RunReturnsItsError(t *testing.T) {
 // and then returns nil.
 func TestRun_ChainStopped_OnlyTheChainPartsStop(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	src := &swappable{Source: indexer.NewRPCSource(r.chain.RPC())}
-	cfg := r.config()
-	cfg.Source = src
-	cfg.Identity.CheckInterval = 20 * time.Millisecond
 	stopped := make(chan error, 4)
-	cfg.ChainStopped = func(_ context.Context, err error) bool {
-		stopped <- err
-		return errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged)
-	}
-	svc, err := service.New(ctx, cfg)
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
-	r.chain.Mine(2)
-	require.Eventually(t, func() bool {
-		cur, err := r.st.GetCursor(ctx, "indexer")
-		return err == nil && cur.BlockNumber >= 2
-	}, 30*time.Second, 10*time.Millisecond, "the indexer follows the chain")
-	src.otherChain.Store(true)
+	done, stop := runThenSwap(t, func(cfg *service.Config) {
+		cfg.ChainStopped = func(_ context.Context, err error) bool {
+			stopped <- err
+			return errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged)
+		}
+	})
 	select {
 	case err := <-stopped:
 		require.True(t, errors.Is(err, indexer.ErrWrongChain) || errors.Is(err, indexer.ErrChainChanged), "%v", err)
@@ -334,6 +303,34 @@ func TestRun_ChainStopped_OnlyTheChainPartsStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return when cancelled")
 	}
+}
+
+// runThenSwap runs a service (the rig's config, then mutate) until its
+// indexer has followed two blocks, then has the node answer for another
+// chain. It returns Run's result and the cancel of Run's context.
+func runThenSwap(t *testing.T, mutate func(*service.Config)) (<-chan error, context.CancelFunc) {
+	t.Helper()
+	r := newRig(t)
+	src := &swappable{Source: indexer.NewRPCSource(r.chain.RPC())}
+	cfg := r.config()
+	cfg.Source = src
+	cfg.Identity.CheckInterval = 20 * time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	r.chain.Mine(2)
+	require.Eventually(t, func() bool {
+		cur, err := r.st.GetCursor(ctx, "indexer")
+		return err == nil && cur.BlockNumber >= 2
+	}, 30*time.Second, 10*time.Millisecond, "the indexer follows the chain")
+	src.otherChain.Store(true)
+	return done, stop
 }
 
 // swappable is the node's Source until otherChain is set: then it answers
