@@ -357,7 +357,7 @@ func (s *Sweeper) indexedSend(ctx context.Context, sl *slot, seen uint64) (bool,
 		return false, fmt.Errorf("read the indexed head: %w", err)
 	}
 	if head.Number < seen {
-		s.log.InfoContext(ctx, "sweep: nonce used; waiting for the index to reach the block to tell by whom",
+		s.log.DebugContext(ctx, "sweep: nonce used; waiting for the index to reach the block to tell by whom",
 			slog.String("kind", sl.kind), slog.String("from", sl.from.Hex()), slog.Uint64("nonce", sl.nonce),
 			slog.Uint64("block", seen), slog.Uint64("indexed_head", head.Number))
 		return true, nil
@@ -370,8 +370,12 @@ func (s *Sweeper) indexedSend(ctx context.Context, sl *slot, seen uint64) (bool,
 		if err != nil {
 			return false, fmt.Errorf("look up %s in the index: %w", t.TxHash.Hex(), err)
 		}
-		s.log.WarnContext(ctx, "sweep: the node has no receipt for a transaction the index holds; waiting for it",
-			slog.String("kind", sl.kind), slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("nonce", sl.nonce))
+		// Once per transaction and process: a node still indexing its
+		// transactions may withhold receipts for hours.
+		if _, logged := s.alerted.LoadOrStore("no-receipt/"+t.TxHash.Hex(), true); !logged {
+			s.log.WarnContext(ctx, "sweep: the node has no receipt for a transaction the index holds; waiting for it",
+				slog.String("kind", sl.kind), slog.String("tx_hash", t.TxHash.Hex()), slog.Uint64("nonce", sl.nonce))
+		}
 		return true, nil
 	}
 	return false, nil
