@@ -251,12 +251,16 @@ type chainUnit struct {
 	tokenSupplies map[common.Address]store.Amount
 	svc           *service.Service
 	// stopped is why the chain's parts stopped while the process went on
-	// (nil while they run): see run.
+	// (nil while they run): see stop.
 	stopped atomic.Pointer[error]
 }
 
-// stopReason is why the chain's parts stopped, or nil.
+// stopReason is why the chain's parts stopped, or nil (also for no unit:
+// an app built without a node).
 func (u *chainUnit) stopReason() error {
+	if u == nil {
+		return nil
+	}
 	if p := u.stopped.Load(); p != nil {
 		return *p
 	}
@@ -453,28 +457,14 @@ func (a *app) buildChainService(ctx context.Context, u *chainUnit) error {
 	if roles.Sweep {
 		cfg.Keys = a.keys
 	}
+	cfg.ChainStopped = func(ctx context.Context, err error) bool { return u.stop(ctx, a.log, u.svc.Identity, err) }
 	svc, err := service.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	u.svc = svc
-	a.workers = append(a.workers, worker{chainWorker("evmpay", u.id, a.cfg.chains), u.run(a.log)})
+	a.workers = append(a.workers, worker{chainWorker("evmpay", u.id, a.cfg.chains), svc.Run})
 	return nil
-}
-
-// run runs the chain's parts (a chain besides the first: its service has
-// only chain parts). A node that turns out to serve another chain, or a
-// reorg the indexer refuses, stops them (stop); the process and its other
-// chains go on.
-func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
-	return func(ctx context.Context) error {
-		err := u.svc.Run(ctx)
-		if !u.stop(ctx, log, u.svc.Identity, err) {
-			return err
-		}
-		<-ctx.Done()
-		return nil
-	}
 }
 
 // stop reports whether err — what the chain's parts stopped with — is a
@@ -482,9 +472,9 @@ func (u *chainUnit) run(log *slog.Logger) func(context.Context) error {
 // another chain, or its indexer refused a reorg (deeper than
 // MaxReorgDepth, or of a block recorded as finalized). If so it records
 // why, for /readyz and /v1/admin/status, which name the chain (its
-// identity guard keeps the last check). The first chain's service asks it
-// too (service.Config.ChainStopped): its API and webhooks go on serving
-// every chain.
+// identity guard keeps the last check). Every chain's service asks it
+// (service.Config.ChainStopped); the first chain's, whose API and webhooks
+// serve every chain, only when there are others.
 func (u *chainUnit) stop(ctx context.Context, log *slog.Logger, identity *indexer.Identity, err error) bool {
 	problem := chainProblem(err)
 	why, ok := map[string]string{

@@ -82,7 +82,7 @@ func (a *app) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["chain_identity"] = c
 		status = http.StatusServiceUnavailable
 	}
-	if c := chainProblem(a.firstStopReason()); c == problemReorgTooDeep {
+	if c := chainProblem(a.first.stopReason()); c == problemReorgTooDeep {
 		checks["indexer"] = c
 		status = http.StatusServiceUnavailable
 	}
@@ -218,13 +218,13 @@ func (a *app) chainStatus() indexer.ChainStatus {
 	return a.identity.Status()
 }
 
-// firstStopReason is why the first chain's parts stopped while the
-// process went on (with further chains: chainUnit.stop), or nil.
-func (a *app) firstStopReason() error {
-	if a.first == nil {
-		return nil
+// stoppedBy is r with the chain problem its parts stopped on (stop), when
+// the identity check names none.
+func (r chainReport) stoppedBy(err error) chainReport {
+	if p := chainProblem(err); r.Problem == "" && p != "" {
+		r.Problem, r.Reason = p, err.Error()
 	}
-	return a.first.stopReason()
+	return r
 }
 
 // problemReorgTooDeep: the chain's indexer refused a reorg (deeper than
@@ -287,19 +287,13 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if a.pool != nil {
 		rep.Nodes = a.pool.Status()
 	}
-	rep.Chain = reportOf(a.chainStatus())
-	if err := a.firstStopReason(); rep.Chain.Problem == "" && chainProblem(err) != "" {
-		rep.Chain.Problem, rep.Chain.Reason = chainProblem(err), err.Error()
-	}
+	rep.Chain = reportOf(a.chainStatus()).stoppedBy(a.first.stopReason())
 	chainsOK := rep.Chain.Problem == ""
 	for _, u := range a.others {
 		if u.svc == nil {
 			continue
 		}
-		o := otherChainReport{chainReport: reportOf(u.svc.Identity.Status())}
-		if err := u.stopReason(); o.Problem == "" && chainProblem(err) != "" {
-			o.Problem, o.Reason = chainProblem(err), err.Error()
-		}
+		o := otherChainReport{chainReport: reportOf(u.svc.Identity.Status()).stoppedBy(u.stopReason())}
 		if u.pool != nil {
 			o.Nodes = u.pool.Status()
 		}
