@@ -802,8 +802,8 @@ func (s *Settler) planConfirm(ctx context.Context, head uint64) (*confirmation, 
 	return c, nil
 }
 
-// confirmed records the outcome of a batch of a pass: n of the ids listed
-// confirmed. It reports whether the pass is over.
+// confirmedBatch records the outcome of a batch of pass c: n of the
+// listed ids confirmed. It reports whether the pass is over.
 func (s *Settler) confirmedBatch(c *confirmation, listed, n int) bool {
 	switch {
 	case n < listed:
@@ -824,7 +824,7 @@ func (s *Settler) confirmPass(ctx context.Context, c *confirmation) error {
 			return fmt.Errorf("settlement: %w", err)
 		}
 		if len(ids) == 0 {
-			s.confirmed.Store(c.maxBlock + 1)
+			s.confirmedBatch(c, 0, 0) // every candidate confirmed
 			return nil
 		}
 		n, err := s.batch(ctx, ids, "confirm", func(inv store.Invoice, ps []store.Payment, now time.Time) (store.Invoice, string) {
