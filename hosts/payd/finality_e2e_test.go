@@ -61,20 +61,9 @@ func (c *devChain) sendDevTransfer(t *testing.T, id uint64) {
 // invoices still confirm. (It once stopped the whole process.)
 func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
 		func(c *appConfig) { c.chains[0].finality, c.chains[0].confirmations = store.FinalityTag, 0 })
-	second := r.st.Chain(secondDevChain)
-	waitUntil(t, 90*time.Second, 200*time.Millisecond, func() bool {
-		n, ok, err := second.FinalizedBlock(ctx)
-		return err == nil && ok && n >= 32
-	}, func() string { return "the second chain's finalized block 32 recorded" })
-	r.chains[secondDevChain].forkAt(t, secondDevChain, 30)
-
-	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, fmt.Sprintf(`"indexer@%d":"%s"`, secondDevChain, problemReorgTooDeep))
-	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+	r.reorgFinalized(secondDevChain, fmt.Sprintf(`"indexer@%d":"%s"`, secondDevChain, problemReorgTooDeep))
 
 	_, other := r.unhealthyOtherChain(problemReorgTooDeep)
 	require.Contains(t, other["reason"], "finalized")
@@ -91,20 +80,9 @@ func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) 
 // chain, a chain problem still stops the process: identity_e2e_test.go.)
 func TestServe_TwoChains_FirstChainsFinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
 		func(c *appConfig) { c.chain.finality, c.chain.confirmations = store.FinalityTag, 0 })
-	first := r.st.Chain(devChainID)
-	waitUntil(t, 90*time.Second, 200*time.Millisecond, func() bool {
-		n, ok, err := first.FinalizedBlock(ctx)
-		return err == nil && ok && n >= 32
-	}, func() string { return "the first chain's finalized block 32 recorded" })
-	r.chains[devChainID].forkAt(t, devChainID, 30)
-
-	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
-		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, `"indexer":"`+problemReorgTooDeep+`"`)
-	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
+	r.reorgFinalized(devChainID, `"indexer":"`+problemReorgTooDeep+`"`)
 
 	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
 	code, status := op.do("GET", "/v1/admin/status", nil, nil)
@@ -118,4 +96,21 @@ func TestServe_TwoChains_FirstChainsFinalizedBlockReorged_StopsOnlyThatChain(t *
 	inv := r.create(map[string]any{"amount_wei": "300000000000000000", "chain_id": secondDevChain})
 	r.pay(secondDevChain, inv["payment_uri"].(string))
 	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
+}
+
+// reorgFinalized waits until chain id's finalized block 32 is recorded
+// (finality "tag"), rewinds the chain to block 30 and waits until /readyz
+// answers 503 with readyz in its body.
+func (r *twoChains) reorgFinalized(id uint64, readyz string) {
+	t := r.t
+	t.Helper()
+	waitUntil(t, 90*time.Second, 200*time.Millisecond, func() bool {
+		n, ok, err := r.st.Chain(id).FinalizedBlock(context.Background())
+		return err == nil && ok && n >= 32
+	}, func() string { return fmt.Sprintf("chain %d's finalized block 32 recorded", id) })
+	r.chains[id].forkAt(t, id, 30)
+	waitUntil(t, 60*time.Second, 200*time.Millisecond, func() bool {
+		code, body := getBody(t, r.app.httpURL()+"/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, readyz)
+	}, func() string { _, body := getBody(t, r.app.httpURL()+"/readyz", ""); return "readyz: " + body })
 }
