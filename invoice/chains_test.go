@@ -1,11 +1,13 @@
 package invoice_test
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -280,5 +282,84 @@ func TestRefund_WrongNetwork_OnTheChainTheMoneyArrivedOn(t *testing.T) {
 		// Named explicitly, nothing is left of it.
 		requireProblem(t, e.refund(m.APIKey, inv.ID, "w2", `{"reason":"wrong_network","chain_id":9000,"asset":"TEST",`+dest+`}`),
 			http.StatusUnprocessableEntity, "nothing_to_refund", "")
+	})
+}
+
+// stoppedChains is a Config.ChainStopped whose stopped chains a test sets.
+type stoppedChains struct{ ids sync.Map } // uint64 → error
+
+func (s *stoppedChains) stopped(id uint64) error {
+	if err, ok := s.ids.Load(id); ok {
+		return err.(error)
+	}
+	return nil
+}
+
+// An invoice on a chain whose parts stopped (Config.ChainStopped), or
+// accepting an asset on one, is refused with chain_unavailable and nothing
+// is written; its Idempotency-Key is free again, so the same request
+// succeeds once the chain runs. The other chains take invoices meanwhile.
+func TestCreate_ChainStopped_RefusedWithNothingWritten(t *testing.T) {
+	t.Parallel()
+	for name, st := range map[string]func(*testing.T) store.Store{
+		"postgres": func(t *testing.T) store.Store { return newPostgres(t) }, "sqlite": newSQLite} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var stop stoppedChains
+			testChainStopped(t, newEnvOn(t, st(t), func(c *invoice.Config) { withOtherChain(c); c.ChainStopped = stop.stopped }), &stop)
+		})
+	}
+}
+
+func testChainStopped(t *testing.T, e *env, stop *stoppedChains) {
+	m := e.newMerchant()
+	stop.ids.Store(uint64(otherChain), errors.New("the node serves chain 1"))
+	body := `{"chain_id":9000,"amount_wei":"7"}`
+	res := e.createInvoice(m.APIKey, "k", body)
+	requireProblem(t, res, http.StatusServiceUnavailable, "chain_unavailable", "")
+	detail := res.json(t)["detail"].(string)
+	require.Contains(t, detail, "chain 9000")
+	require.NotContains(t, detail, "serves chain 1", "why is the operator's to read, not the merchant's")
+	require.Empty(t, invoicesOf(t, e.st, m.ID), "nothing written")
+
+	home := e.mustCreate(m.APIKey, "h", `{"amount_wei":"1"}`)
+	require.EqualValues(t, chainID, home.ChainID, "the home chain still takes invoices")
+
+	stop.ids.Delete(uint64(otherChain))
+	again := e.mustCreate(m.APIKey, "k", body)
+	require.EqualValues(t, otherChain, again.ChainID, "the key was released: the same request succeeds")
+	require.Len(t, invoicesOf(t, e.st, m.ID), 2)
+}
+
+// A fiat invoice accepting an asset on a stopped chain is refused too,
+// before any quote is made.
+func TestFiat_AcceptOnAStoppedChain_Refused(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, e *env) {
+		f := newFiatEnv(t, e.st)
+		svc, err := invoice.New(f.st, f.creds, testDeriver(t), chainID, invoice.Config{Now: f.clock.Now, Pricer: f.pricer,
+			Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}},
+			Chains: []invoice.Chain{{ID: otherChain, Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}},
+			ChainStopped: func(id uint64) error {
+				if id == otherChain {
+					return errors.New("stopped")
+				}
+				return nil
+			}})
+		require.NoError(t, err)
+		m := f.newMerchant()
+		owner, err := svc.Owner(ctx, m.ID)
+		require.NoError(t, err)
+		_, err = svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
+			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
+		var p *problem.Problem
+		require.ErrorAs(t, err, &p)
+		require.Equal(t, problem.CodeChainUnavailable, p.Code)
+		require.Empty(t, invoicesOf(t, f.st, m.ID))
+
+		created, err := svc.CreateInvoice(ctx, owner, "x-2", invoice.InvoiceParams{
+			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC"}})
+		require.NoError(t, err, "without the stopped chain")
+		require.Len(t, created.Quotes, 1)
 	})
 }

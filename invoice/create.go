@@ -136,6 +136,11 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 		return response{}, errInFlight
 	}
 
+	// A replay needs no chain; a new invoice needs its chains watched.
+	if perr := s.chainsRunning(req); perr != nil {
+		s.release(ctx, rec)
+		return response{}, perr
+	}
 	// A fiat price is quoted with the key held (a replay of a request
 	// already answered never needs a rate) and before anything else is
 	// written: without a rate, the key is released and nothing is created.
@@ -179,6 +184,27 @@ func (s *Service) createInvoice(ctx context.Context, m store.Merchant, key strin
 		return response{}, r.err
 	}
 	return r.resp, nil
+}
+
+// chainsRunning refuses req when a chain it names — the invoice's, and
+// for a fiat invoice each accepted asset's — has its parts stopped
+// (Config.ChainStopped).
+func (s *Service) chainsRunning(req invoiceRequest) *problem.Problem {
+	if s.cfg.ChainStopped == nil {
+		return nil
+	}
+	ids := []uint64{req.chain.id}
+	if req.fiat != nil {
+		ids = append(ids, req.fiat.chains...)
+	}
+	for _, id := range ids {
+		if s.cfg.ChainStopped(id) != nil {
+			return problem.Of(problem.CodeChainUnavailable, fmt.Sprintf("chain %d takes no invoices for now: "+
+				"its indexer, settlement and sweep stopped (the operator's /readyz says why); "+
+				"create the invoice on another chain, or retry once the operator has fixed its node", id))
+		}
+	}
+	return nil
 }
 
 // release deletes rec if it is still IN_FLIGHT under its own lease.

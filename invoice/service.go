@@ -162,6 +162,14 @@ type Config struct {
 	// (a request's "chain_id"), each with its own assets and finality.
 	// Defaults to none: New's chain only.
 	Chains []Chain
+	// ChainStopped reports why the parts that watch chain id — its
+	// indexer, settlement and sweep — stopped while the process goes on
+	// (a node that serves another chain, a reorg the index refused), nil
+	// while they run. An invoice on a stopped chain, or accepting an asset
+	// on one, is refused with chain_unavailable (503) and nothing is
+	// written: its payer would pay into an address nobody watches until
+	// an operator fixes the node. Defaults to nil: no chain is refused.
+	ChainStopped func(id uint64) error
 	// ClaimURL is the claim page's absolute URL (package invoice/checkout):
 	// a refund made without a destination answers with claim_url, this URL
 	// with the claim token as its fragment. Defaults to BaseURL + "/claim".

@@ -419,6 +419,7 @@ func (a *app) apiConfig(ctx context.Context, cfg *service.Config) error {
 		OpenAPI:                   doc,
 		Merchants:                 rules,
 		Chains:                    a.invoiceChains(),
+		ChainStopped:              a.chainStopped,
 	}
 	rpcURL := a.cfg.chain.publicRPCURL
 	if a.cfg.selfRPCURL {

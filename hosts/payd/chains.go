@@ -267,6 +267,21 @@ func (u *chainUnit) stopReason() error {
 	return nil
 }
 
+// chainStopped is why chain id's parts stopped in this process, nil while
+// they run or when this process does not run them (--chains): the API
+// refuses new invoices on a stopped chain (invoice.Config.ChainStopped).
+func (a *app) chainStopped(id uint64) error {
+	if a.first != nil && a.first.id == id {
+		return a.first.stopReason()
+	}
+	for _, u := range a.others {
+		if u.id == id {
+			return u.stopReason()
+		}
+	}
+	return nil
+}
+
 // checkChains refuses --chains naming a chain that is not configured.
 func (a *app) checkChains() error {
 	for id := range a.cfg.onlyChains {

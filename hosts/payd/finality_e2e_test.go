@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/problem"
 )
 
 // forkAt rewinds c to its block n and seals one block there carrying a
@@ -67,6 +68,7 @@ func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) 
 
 	_, other := r.unhealthyOtherChain(problemReorgTooDeep)
 	require.Contains(t, other["reason"], "finalized")
+	r.refusesInvoicesOn(secondDevChain)
 
 	inv := r.create(map[string]any{"amount_wei": "300000000000000000"})
 	r.pay(devChainID, inv["payment_uri"].(string))
@@ -93,9 +95,21 @@ func TestServe_TwoChains_FirstChainsFinalizedBlockReorged_StopsOnlyThatChain(t *
 	require.Contains(t, chain["reason"], "finalized")
 	require.Nil(t, status["other_chains"].([]any)[0].(map[string]any)["problem"], "the second chain is fine")
 
+	r.refusesInvoicesOn(devChainID)
 	inv := r.create(map[string]any{"amount_wei": "300000000000000000", "chain_id": secondDevChain})
 	r.pay(secondDevChain, inv["payment_uri"].(string))
 	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
+}
+
+// refusesInvoicesOn checks that the API creates no invoice on chain id,
+// whose parts stopped: its payer would pay into an address nobody watches.
+func (r *twoChains) refusesInvoicesOn(id uint64) {
+	r.t.Helper()
+	code, refused := r.api.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1", "chain_id": id},
+		map[string]string{"Idempotency-Key": fmt.Sprint("stopped-", id)})
+	require.Equal(r.t, http.StatusServiceUnavailable, code, "%v", refused)
+	require.Equal(r.t, problem.CodeChainUnavailable, refused["code"])
+	require.Contains(r.t, refused["detail"], fmt.Sprintf("chain %d", id))
 }
 
 // reorgFinalized waits until chain id's finalized block 32 is recorded
