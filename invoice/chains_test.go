@@ -144,6 +144,20 @@ func TestNew_Chains_Refused(t *testing.T) {
 	}
 }
 
+// fiatOnTwoChains is a Service on f that prices in fiat, with USDC on its
+// own chain and, on otherChain, that chain's coin and USDC (three
+// confirmations); stopped is its Config.ChainStopped.
+func fiatOnTwoChains(t *testing.T, f *fiatEnv, stopped func(uint64) error) *invoice.Service {
+	t.Helper()
+	svc, err := invoice.New(f.st, f.creds, testDeriver(t), chainID, invoice.Config{Now: f.clock.Now, Pricer: f.pricer,
+		Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}},
+		Chains: []invoice.Chain{{ID: otherChain, Confirmations: 3, Assets: []store.Asset{store.NativeAsset("TEST"),
+			{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}},
+		ChainStopped: stopped})
+	require.NoError(t, err)
+	return svc
+}
+
 // A fiat invoice accepts an asset on another chain the service serves by
 // "asset@chain": a quote on that chain, with a payment URI of that chain;
 // the public read and its QR code tell the quotes apart by chain.
@@ -151,11 +165,7 @@ func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		f := newFiatEnv(t, e.st)
-		svc, err := invoice.New(f.st, f.creds, testDeriver(t), chainID, invoice.Config{Now: f.clock.Now, Pricer: f.pricer,
-			Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}},
-			Chains: []invoice.Chain{{ID: otherChain, Confirmations: 3, Assets: []store.Asset{store.NativeAsset("TEST"),
-				{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}}})
-		require.NoError(t, err)
+		svc := fiatOnTwoChains(t, f, nil)
 		m := f.newMerchant()
 		owner, err := svc.Owner(ctx, m.ID)
 		require.NoError(t, err)
@@ -337,16 +347,12 @@ func TestFiat_AcceptOnAStoppedChain_Refused(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, e *env) {
 		f := newFiatEnv(t, e.st)
-		svc, err := invoice.New(f.st, f.creds, testDeriver(t), chainID, invoice.Config{Now: f.clock.Now, Pricer: f.pricer,
-			Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}},
-			Chains: []invoice.Chain{{ID: otherChain, Assets: []store.Asset{{Symbol: "USDC", Address: &usdcAddr, Decimals: 6}}}},
-			ChainStopped: func(id uint64) error {
-				if id == otherChain {
-					return errors.New("stopped")
-				}
-				return nil
-			}})
-		require.NoError(t, err)
+		svc := fiatOnTwoChains(t, f, func(id uint64) error {
+			if id == otherChain {
+				return errors.New("stopped")
+			}
+			return nil
+		})
 		m := f.newMerchant()
 		owner, err := svc.Owner(ctx, m.ID)
 		require.NoError(t, err)

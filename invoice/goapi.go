@@ -187,6 +187,8 @@ type Created struct {
 // CreateInvoice makes an invoice for p's merchant, idempotently under key:
 // the same key and parameters again answer the first answer (Replayed),
 // other parameters 422 idempotency_key_reused, a key still in flight 409.
+// An invoice on a chain whose parts stopped (Config.ChainStopped) is 503
+// chain_unavailable, with nothing written and the key free again.
 func (s *Service) CreateInvoice(ctx context.Context, p Principal, key string, params InvoiceParams) (Created, error) {
 	if perr := checkKey(key); perr != nil {
 		return Created{}, perr
