@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -78,6 +79,22 @@ type CursorStore interface {
 	GetCursor(ctx context.Context, name string) (Cursor, error)
 	// SetCursor creates or overwrites the cursor.
 	SetCursor(ctx context.Context, c Cursor) error
+}
+
+// StopStore records that a chain's indexer, settlement and sweep stopped
+// while their process went on (payd: the chain's node serves another
+// chain, or its indexer refused a reorg), so that a process that does not
+// run them — an API on another machine — refuses new invoices on the
+// chain too (docs/chains.md). The process that stopped writes it; a
+// process that starts the chain's parts again clears it.
+type StopStore interface {
+	// ChainStop returns the handle's chain's stop: the problem, a stable
+	// code ("another_chain", "reorg_too_deep"), and when it was recorded;
+	// ok is false while no stop is recorded.
+	ChainStop(ctx context.Context) (problem string, at time.Time, ok bool, err error)
+	// SetChainStop records a stop of the handle's chain, replacing an
+	// earlier one; problem "" clears it.
+	SetChainStop(ctx context.Context, problem string, at time.Time) error
 }
 
 // FinalityStore records the chain's finalized block under the tag finality

@@ -47,6 +47,7 @@ type Tx interface {
 	ChainStore
 	IdentityStore
 	FinalityStore
+	StopStore
 	CursorStore
 	EventStore
 	DeliveryStore

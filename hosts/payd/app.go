@@ -206,6 +206,8 @@ type app struct {
 	// others are the chains besides it (appConfig.chains).
 	first  *chainUnit
 	others []*chainUnit
+	// stops are the chains' stop records as the API last read them.
+	stops stopReads
 	// keys are the sweep role's signers, loaded once for every chain.
 	keys *sweep.Keys
 
@@ -385,7 +387,11 @@ func (a *app) buildService(ctx context.Context) error {
 			return err
 		}
 		a.svc, a.identity, a.invoices, a.sweeper = svc, svc.Identity, svc.Invoices, svc.Sweeper
-		a.workers = append(a.workers, worker{chainWorker("evmpay", a.chainID, a.cfg.chains), svc.Run})
+		run := svc.Run
+		if roles.Indexer || roles.Settlement || roles.Sweep {
+			run = a.runChainParts(a.st, a.chainID, run)
+		}
+		a.workers = append(a.workers, worker{chainWorker("evmpay", a.chainID, a.cfg.chains), run})
 	}
 	for _, u := range a.others {
 		if err := a.buildChainService(ctx, u); err != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -267,19 +268,79 @@ func (u *chainUnit) stopReason() error {
 	return nil
 }
 
-// chainStopped is why chain id's parts stopped in this process, nil while
-// they run or when this process does not run them (--chains): the API
-// refuses new invoices on a stopped chain (invoice.Config.ChainStopped).
+// chainStopped is why chain id's parts stopped — in this process, or in
+// the one that runs them (--chains), as its stop record says — or nil:
+// the API refuses new invoices on a stopped chain
+// (invoice.Config.ChainStopped).
 func (a *app) chainStopped(id uint64) error {
+	if err := a.unitOf(id).stopReason(); err != nil {
+		return err
+	}
+	return a.stops.stopped(a.db, id)
+}
+
+// unitOf is chain id's unit, nil when it is not configured.
+func (a *app) unitOf(id uint64) *chainUnit {
 	if a.first != nil && a.first.id == id {
-		return a.first.stopReason()
+		return a.first
 	}
 	for _, u := range a.others {
 		if u.id == id {
-			return u.stopReason()
+			return u
 		}
 	}
 	return nil
+}
+
+// stopReadEvery is how long the API trusts a chain's stop record it read
+// (store.StopStore): a creation costs no read of its own, and a stop is
+// seen this long after it is recorded at most.
+const stopReadEvery = 2 * time.Second
+
+// stopReads are the chains' stop records as the API last read them.
+type stopReads struct {
+	mu   sync.Mutex
+	last map[uint64]stopRead
+}
+
+type stopRead struct {
+	at  time.Time
+	err error
+}
+
+// stopped is chain id's recorded stop, read again when the last read is
+// older than stopReadEvery. A failed read is no stop: the creation that
+// asks fails on the database anyway, or goes through.
+func (r *stopReads) stopped(db store.Store, id uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.last[id]; ok && time.Since(e.at) < stopReadEvery {
+		return e.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var stop error
+	if problem, at, ok, err := db.Chain(id).ChainStop(ctx); err == nil && ok {
+		stop = fmt.Errorf("chain %d's parts stopped at %s: %s", id, at.Format(time.RFC3339), problem)
+	}
+	if r.last == nil {
+		r.last = map[uint64]stopRead{}
+	}
+	r.last[id] = stopRead{at: time.Now(), err: stop}
+	return stop
+}
+
+// runChainParts is run (a chain's service's Run) after clearing the
+// chain's stop record: a process that starts the chain's parts again says
+// so to the API processes that read it.
+func (a *app) runChainParts(st store.Store, id uint64, run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := st.SetChainStop(ctx, "", time.Time{}); err != nil {
+			a.log.WarnContext(ctx, "could not clear the chain's stop record; the API may refuse its invoices until it is",
+				slog.Uint64("chain_id", id), slog.String("error", err.Error()))
+		}
+		return run(ctx)
+	}
 }
 
 // checkChains refuses --chains naming a chain that is not configured.
@@ -478,7 +539,7 @@ func (a *app) buildChainService(ctx context.Context, u *chainUnit) error {
 		return err
 	}
 	u.svc = svc
-	a.workers = append(a.workers, worker{chainWorker("evmpay", u.id, a.cfg.chains), svc.Run})
+	a.workers = append(a.workers, worker{chainWorker("evmpay", u.id, a.cfg.chains), a.runChainParts(u.st, u.id, svc.Run)})
 	return nil
 }
 
@@ -500,6 +561,13 @@ func (u *chainUnit) stop(ctx context.Context, log *slog.Logger, identity *indexe
 		return false
 	}
 	u.stopped.Store(&err)
+	// Recorded for API processes that do not run the chain (--chains).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if rerr := u.st.SetChainStop(wctx, problem, time.Now()); rerr != nil {
+		log.WarnContext(ctx, "could not record the chain's stop; API processes that do not run it still take its invoices",
+			slog.Uint64("chain_id", u.id), slog.String("error", rerr.Error()))
+	}
 	log.ErrorContext(ctx, "this chain's indexer, settlement and sweep stopped: "+why+"; the rest of the process goes on",
 		slog.Uint64("chain_id", u.id), slog.String("error", err.Error()))
 	// The indexer may have seen another chain before the guard's next

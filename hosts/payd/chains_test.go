@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/evmpay/evmpay/store"
+	"github.com/evmpay/evmpay/store/sqlite/sqlitetest"
 )
 
 // chainsFile writes a CHAINS_FILE holding body and returns the
@@ -106,4 +111,21 @@ func TestServe_ChainsFlag_PlacesTheChainBoundRoles(t *testing.T) {
 	_, err := newApp(t.Context(), r.st, appConfig{roles: roleSet{roleSettlement: true}, httpAddr: "127.0.0.1:0",
 		chain: chainSpec{rpcURL: r.chains[devChainID].url, chainID: devChainID}, onlyChains: map[uint64]bool{9000: true}})
 	require.ErrorContains(t, err, "--chains: chain 9000 is not configured")
+}
+
+// A process that starts a chain's parts clears the chain's stop record
+// before they run: the API processes that read it take the chain's
+// invoices again.
+func TestRunChainParts_ClearsTheStopRecordFirst(t *testing.T) {
+	st := sqlitetest.New(t) // bound to chain 1337
+	require.NoError(t, st.SetChainStop(t.Context(), problemAnotherChain, time.Now()))
+	a := &app{log: slog.New(slog.DiscardHandler)}
+	ran := errors.New("ran")
+	err := a.runChainParts(st, 1337, func(ctx context.Context) error {
+		_, _, ok, err := st.ChainStop(ctx)
+		require.NoError(t, err)
+		require.False(t, ok, "cleared before the parts run")
+		return ran
+	})(t.Context())
+	require.ErrorIs(t, err, ran)
 }

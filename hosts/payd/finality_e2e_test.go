@@ -75,6 +75,42 @@ func TestServe_TwoChains_FinalizedBlockReorged_StopsOnlyThatChain(t *testing.T) 
 	r.waitStatus(inv, store.StatusConfirmed, 60*time.Second)
 }
 
+// An API process that does not run a chain (roles placed apart) refuses
+// new invoices on it too once the process that runs it stopped its parts:
+// the stop is recorded in the database (store.StopStore) and read by the
+// API. Its other chain still takes invoices.
+func TestServe_ChainStoppedInAnotherProcess_TheAPIRefusesItsInvoices(t *testing.T) {
+	t.Parallel()
+	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
+		func(c *appConfig) { c.chains[0].finality, c.chains[0].confirmations = store.FinalityTag, 0 })
+	apiOnly := r.cfg
+	apiOnly.roles = roleSet{roleAPI: true}
+	api := r.start(apiOnly)
+	require.Nil(t, api.unitOf(secondDevChain).svc, "the API process runs nothing of the chain")
+
+	other := apiClient{t: t, base: api.httpURL(), key: r.api.key}
+	r.reorgFinalized(secondDevChain, fmt.Sprintf(`"indexer@%d":"%s"`, secondDevChain, problemReorgTooDeep))
+	recorded, _, ok, err := r.st.Chain(secondDevChain).ChainStop(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok, "the stop is recorded")
+	require.Equal(t, problemReorgTooDeep, recorded)
+
+	var refused map[string]any
+	waitUntil(t, 3*stopReadEvery, 100*time.Millisecond, func() bool {
+		var code int
+		code, refused = other.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1", "chain_id": secondDevChain},
+			map[string]string{"Idempotency-Key": fmt.Sprint(time.Now().UnixNano())})
+		if code == http.StatusCreated {
+			return false // read before the stop was recorded
+		}
+		require.Equal(t, http.StatusServiceUnavailable, code, "%v", refused)
+		return true
+	}, func() string { return "the API process refuses invoices on the stopped chain" })
+	require.Equal(t, problem.CodeChainUnavailable, refused["code"])
+	code, inv := other.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1"}, map[string]string{"Idempotency-Key": "first"})
+	require.Equal(t, http.StatusCreated, code, "%v", inv)
+}
+
 // The same refused reorg on the first chain stops the first chain's parts
 // only, now that the process serves another: the API and webhooks go on,
 // /readyz and the status report name the first chain's indexer, and the

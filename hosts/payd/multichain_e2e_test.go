@@ -42,6 +42,7 @@ type twoChains struct {
 	t      *testing.T
 	chains map[uint64]*devChain
 	app    *app
+	cfg    appConfig // app's
 	api    apiClient
 	settle common.Address
 	st     store.Store
@@ -110,20 +111,8 @@ func newTwoChainsNodes(t *testing.T, nodes int, roles roleSet, opt func(*appConf
 	if opt != nil {
 		opt(&cfg)
 	}
-	r.app, err = newApp(ctx, r.st, cfg)
-	require.NoError(t, err)
-	actx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.app.run(actx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("payd did not stop")
-		}
-	})
+	r.cfg = cfg
+	r.app = r.start(cfg)
 	if r.app.invoices != nil {
 		k, err := crypto.GenerateKey()
 		require.NoError(t, err)
@@ -161,6 +150,27 @@ func (r *twoChains) create(body map[string]any) map[string]any {
 	status, inv := r.api.do("POST", "/v1/invoices", body, map[string]string{"Idempotency-Key": fmt.Sprint(time.Now().UnixNano())})
 	require.Equal(r.t, http.StatusCreated, status, "%v", inv)
 	return inv
+}
+
+// start runs a payd with cfg on the test's database until the test ends.
+func (r *twoChains) start(cfg appConfig) *app {
+	t := r.t
+	t.Helper()
+	a, err := newApp(context.Background(), r.st, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("payd did not stop")
+		}
+	})
+	return a
 }
 
 // pay pays a payment URI from a dev account on chain id.

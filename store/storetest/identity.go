@@ -17,6 +17,7 @@ func identityTests() []test {
 		{"Identity_CheckpointsListPruneDelete", testCheckpoints},
 		{"Identity_CheckpointsRollBackWithTransaction", testCheckpointsInTx},
 		{"Finality_FinalizedBlock_AbsentNotOK_NeverMovesBack", testFinalizedBlock},
+		{"Stop_RecordedPerChain_ReplacedAndCleared", testChainStop},
 	}
 }
 
@@ -162,4 +163,44 @@ func testFinalizedBlock(t *testing.T, st store.Store) {
 	requireFinalized(math.MaxInt64, true)
 	require.Error(t, st.SetFinalizedBlock(ctx, math.MaxUint64), "beyond BIGINT")
 	requireFinalized(math.MaxInt64, true)
+}
+
+// A chain's stop: none until recorded; per chain; a later record replaces
+// it; "" clears it; a write in a rolled-back transaction leaves nothing.
+func testChainStop(t *testing.T, st store.Store) {
+	other := st.Chain(9000)
+	requireStop := func(st store.Store, want string, wantAt time.Time) {
+		t.Helper()
+		problem, at, ok, err := st.ChainStop(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want != "", ok, "recorded")
+		require.Equal(t, want, problem)
+		if ok {
+			require.True(t, wantAt.Equal(at), "at %v, want %v", at, wantAt)
+		}
+	}
+	requireStop(st, "", time.Time{})
+
+	t1 := now()
+	require.NoError(t, st.SetChainStop(ctx, "another_chain", t1))
+	requireStop(st, "another_chain", t1)
+	requireStop(other, "", time.Time{})
+
+	t2 := t1.Add(time.Minute)
+	require.NoError(t, st.SetChainStop(ctx, "reorg_too_deep", t2))
+	requireStop(st, "reorg_too_deep", t2)
+
+	boom := errors.New("boom")
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		require.NoError(t, tx.SetChainStop(ctx, "", time.Time{}))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	requireStop(st, "reorg_too_deep", t2)
+
+	require.NoError(t, st.SetChainStop(ctx, "", time.Time{}))
+	requireStop(st, "", time.Time{})
+	require.NoError(t, st.SetChainStop(ctx, "", time.Time{}), "clearing nothing is no error")
+	_, _, _, err = st.Chain(0).ChainStop(ctx)
+	require.ErrorIs(t, err, store.ErrNoChain)
 }
