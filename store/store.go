@@ -22,12 +22,13 @@ type Store interface {
 	// Close releases the database handle.
 	Close() error
 	// Chain returns a handle on the same database whose chain-scoped
-	// records — ChainStore, IdentityStore, FinalityStore, CursorStore, the
-	// chain reads of SettlementStore and LedgerStore, and what the sweep and
-	// the refund engine write (sweep transactions, nonces, outbounds,
-	// ledger entries, a wallet's ledger opening block) — are chain id's:
-	// one database holds several chains side by side (docs/chains.md,
-	// "The chain-bound handle", lists them). On a handle not bound to a chain those methods
+	// records — ChainStore, IdentityStore, FinalityStore, StopStore,
+	// CursorStore, the chain reads of SettlementStore and LedgerStore, and
+	// what the sweep and the refund engine write (sweep transactions,
+	// nonces, outbounds, ledger entries, a wallet's ledger opening block)
+	// — are chain id's: one database holds several chains side by side
+	// (docs/chains.md, "The chain-bound handle", lists them). On a handle
+	// not bound to a chain those methods
 	// return ErrNoChain; the rest of the store is the same on every handle,
 	// but for the named locks (Locker): a bound handle's are its chain's,
 	// so that each chain's indexer, settlement and sweep run once per
