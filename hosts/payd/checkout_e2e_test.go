@@ -81,20 +81,10 @@ func startCheckoutDev(t *testing.T, ctx context.Context) *checkoutDev {
 	t.Helper()
 	httpAddr, proxyAddr, chainAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	out := &syncBuffer{}
-	done := make(chan error, 1)
-	runCtx, cancel := context.WithCancel(ctx)
-	go func() {
-		done <- run(runCtx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
-			"--data", t.TempDir(), "--block-time", "500ms", "--metrics", ""}, out)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("payd dev did not stop")
-		}
+	data := t.TempDir()
+	runUntilEnd(t, ctx, "payd dev", func(ctx context.Context) error {
+		return run(ctx, []string{"dev", "--http", httpAddr, "--rpc-proxy", proxyAddr, "--chain-rpc", chainAddr,
+			"--data", data, "--block-time", "500ms", "--metrics", ""}, out)
 	})
 	waitHTTP(t, "http://"+httpAddr+"/readyz", 60*time.Second)
 	key := apiKeyRe.FindStringSubmatch(out.String())

@@ -158,19 +158,25 @@ func (r *twoChains) start(cfg appConfig) *app {
 	t.Helper()
 	a, err := newApp(context.Background(), r.st, cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	runUntilEnd(t, context.Background(), "payd", a.run)
+	return a
+}
+
+// runUntilEnd runs run in the background until the test ends, then
+// cancels it and requires it to return nil within 30 s.
+func runUntilEnd(t *testing.T, ctx context.Context, what string, run func(context.Context) error) {
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.run(ctx) }()
+	go func() { done <- run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			require.NoError(t, err)
 		case <-time.After(30 * time.Second):
-			t.Error("payd did not stop")
+			t.Error(what + " did not stop")
 		}
 	})
-	return a
 }
 
 // pay pays a payment URI from a dev account on chain id.
