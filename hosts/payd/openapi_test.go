@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -133,10 +134,39 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 	v, errs := validator.NewValidator(d, config.WithStrictMode())
 	require.Empty(t, errs)
 	merchant, operator := "Bearer "+e.apiKey, "Bearer "+e.admin
-	for _, c := range []struct {
+	type call struct {
 		method, path, body string
 		headers            []string
-	}{
+	}
+	// validate sends c and requires its answer to conform; it returns the
+	// answer's status.
+	validate := func(c call) int {
+		req, err := http.NewRequest(c.method, e.api+c.path, strings.NewReader(c.body))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(c.headers); i += 2 {
+			req.Header.Add(c.headers[i], c.headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		// The validator reads the request body again: give it a fresh one.
+		check, err := http.NewRequest(c.method, e.api+c.path, strings.NewReader(c.body))
+		require.NoError(t, err)
+		check.Header = req.Header
+		ok, verrs := v.ValidateHttpResponse(check, resp)
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); strings.Contains(ct, "json") {
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "%s %s: a JSON answer is never sniffed", c.method, c.path)
+		}
+		for _, ve := range verrs {
+			t.Errorf("%s %s → %d: %s: %s", c.method, c.path, resp.StatusCode, ve.Message, ve.Reason)
+			for _, se := range ve.SchemaValidationErrors {
+				t.Errorf("  %s at %s", se.Reason, se.FieldPath+" "+se.KeywordLocation)
+			}
+		}
+		require.True(t, ok, "%s %s: the response does not match /v1/openapi.json", c.method, c.path)
+		return resp.StatusCode
+	}
+	for _, c := range []call{
 		{"GET", "/healthz", "", nil},
 		{"GET", "/readyz", "", nil},
 		{"GET", "/v1/merchant", "", []string{"Authorization", merchant}},
@@ -169,28 +199,17 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 		{"GET", "/v1/blocks/0", "", nil},
 		{"GET", "/v1/addresses/0x70997970C51812dc3A010C7d01b50e0d17dc79C8/transactions?limit=2", "", nil},
 	} {
-		req, err := http.NewRequest(c.method, e.api+c.path, strings.NewReader(c.body))
-		require.NoError(t, err)
-		for i := 0; i+1 < len(c.headers); i += 2 {
-			req.Header.Add(c.headers[i], c.headers[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		// The validator reads the request body again: give it a fresh one.
-		check, err := http.NewRequest(c.method, e.api+c.path, strings.NewReader(c.body))
-		require.NoError(t, err)
-		check.Header = req.Header
-		ok, verrs := v.ValidateHttpResponse(check, resp)
-		resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); strings.Contains(ct, "json") {
-			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "%s %s: a JSON answer is never sniffed", c.method, c.path)
-		}
-		for _, ve := range verrs {
-			t.Errorf("%s %s → %d: %s: %s", c.method, c.path, resp.StatusCode, ve.Message, ve.Reason)
-			for _, se := range ve.SchemaValidationErrors {
-				t.Errorf("  %s at %s", se.Reason, se.FieldPath+" "+se.KeywordLocation)
-			}
-		}
-		require.True(t, ok, "%s %s: the response does not match /v1/openapi.json", c.method, c.path)
+		validate(c)
 	}
+
+	// The chain's stop recorded (as a process that runs its parts
+	// elsewhere records it): a new invoice is refused with a documented
+	// 503.
+	require.NoError(t, e.a.st.SetChainStop(t.Context(), problemReorgTooDeep, time.Now()))
+	n := 0
+	waitUntil(t, 3*stopReadEvery, 100*time.Millisecond, func() bool {
+		n++
+		return validate(call{"POST", "/v1/invoices", `{"amount_wei":"1"}`, []string{"Authorization", merchant,
+			"Content-Type", "application/json", "Idempotency-Key", fmt.Sprint("openapi-stopped-", n)}}) == http.StatusServiceUnavailable
+	}, func() string { return "a 503 for an invoice on the stopped chain" })
 }
