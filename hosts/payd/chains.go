@@ -303,9 +303,12 @@ type stopReads struct {
 	last map[uint64]stopRead
 }
 
+// stopRead is a chain's stop record as read at read: problem is "" when
+// the chain's parts run (or the read failed).
 type stopRead struct {
-	at  time.Time
-	err error
+	read    time.Time
+	problem string
+	at      time.Time
 }
 
 // stopped is chain id's recorded stop, read again when the last read is
@@ -314,20 +317,37 @@ type stopRead struct {
 func (r *stopReads) stopped(db store.Store, id uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.last[id]; ok && time.Since(e.at) < stopReadEvery {
-		return e.err
+	e, ok := r.last[id]
+	if !ok || time.Since(e.read) >= stopReadEvery {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		e = stopRead{read: time.Now()}
+		if problem, at, ok, err := db.Chain(id).ChainStop(ctx); err == nil && ok {
+			e.problem, e.at = problem, at
+		}
+		if r.last == nil {
+			r.last = map[uint64]stopRead{}
+		}
+		r.last[id] = e
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var stop error
-	if problem, at, ok, err := db.Chain(id).ChainStop(ctx); err == nil && ok {
-		stop = fmt.Errorf("chain %d's parts stopped at %s: %s", id, at.Format(time.RFC3339), problem)
+	return e.err(id)
+}
+
+// err is the recorded stop as the error the stopping process saw
+// (chainProblem names it the same), or nil.
+func (e stopRead) err(id uint64) error {
+	cause, ok := map[string]error{
+		problemReorgTooDeep: store.ErrReorgTooDeep,
+		problemAnotherChain: indexer.ErrWrongChain,
+	}[e.problem]
+	switch {
+	case e.problem == "":
+		return nil
+	case !ok: // a problem a later version records
+		return fmt.Errorf("chain %d's parts stopped at %s: %s", id, e.at.Format(time.RFC3339), e.problem)
 	}
-	if r.last == nil {
-		r.last = map[uint64]stopRead{}
-	}
-	r.last[id] = stopRead{at: time.Now(), err: stop}
-	return stop
+	return fmt.Errorf("chain %d's parts stopped at %s, as the process that runs them recorded: %w",
+		id, e.at.Format(time.RFC3339), cause)
 }
 
 // runChainParts is run (a chain's service's Run) after clearing the

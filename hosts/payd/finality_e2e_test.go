@@ -109,6 +109,19 @@ func TestServe_ChainStoppedInAnotherProcess_TheAPIRefusesItsInvoices(t *testing.
 	require.Equal(t, problem.CodeChainUnavailable, refused["code"])
 	code, inv := other.do("POST", "/v1/invoices", map[string]any{"amount_wei": "1"}, map[string]string{"Idempotency-Key": "first"})
 	require.Equal(t, http.StatusCreated, code, "%v", inv)
+
+	// The operator asking the API process sees the stop too.
+	op := apiClient{t: t, base: api.httpURL(), key: api.adminToken}
+	code, status := op.do("GET", "/v1/admin/status", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%v", status)
+	require.Equal(t, false, status["healthy"], "%v", status)
+	require.Nil(t, status["chain"].(map[string]any)["problem"], "the first chain runs")
+	require.Len(t, status["other_chains"], 1)
+	second := status["other_chains"].([]any)[0].(map[string]any)
+	require.EqualValues(t, secondDevChain, second["chain_id"])
+	require.Equal(t, true, second["runs_elsewhere"])
+	require.Equal(t, problemReorgTooDeep, second["problem"])
+	require.Contains(t, second["reason"], "as the process that runs them recorded")
 }
 
 // The same refused reorg on the first chain stops the first chain's parts

@@ -192,6 +192,10 @@ type statusReport struct {
 type otherChainReport struct {
 	chainReport
 	Nodes []nodes.NodeStatus `json:"nodes,omitempty"`
+	// Elsewhere: this process runs none of the chain's parts (--chains),
+	// so it knows no node head; a problem is the one the process that
+	// runs them recorded when they stopped (store.StopStore).
+	Elsewhere bool `json:"runs_elsewhere,omitempty"`
 }
 
 // chainReport is the node as the last chain-identity check saw it.
@@ -287,16 +291,19 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if a.pool != nil {
 		rep.Nodes = a.pool.Status()
 	}
-	rep.Chain = reportOf(a.chainStatus()).stoppedBy(a.first.stopReason())
+	// A chain's stop is this process's, or recorded by the process that
+	// runs the chain's parts (--chains): chainStopped reads both.
+	rep.Chain = reportOf(a.chainStatus()).stoppedBy(a.chainStopped(a.chainID))
 	chainsOK := rep.Chain.Problem == ""
 	for _, u := range a.others {
-		if u.svc == nil {
-			continue
+		o := otherChainReport{chainReport: chainReport{ChainID: u.id}, Elsewhere: true}
+		if u.svc != nil {
+			o = otherChainReport{chainReport: reportOf(u.svc.Identity.Status())}
+			if u.pool != nil {
+				o.Nodes = u.pool.Status()
+			}
 		}
-		o := otherChainReport{chainReport: reportOf(u.svc.Identity.Status()).stoppedBy(u.stopReason())}
-		if u.pool != nil {
-			o.Nodes = u.pool.Status()
-		}
+		o.chainReport = o.chainReport.stoppedBy(a.chainStopped(u.id))
 		chainsOK = chainsOK && o.Problem == ""
 		rep.OtherChains = append(rep.OtherChains, o)
 	}
