@@ -369,3 +369,68 @@ func TestFiat_AcceptOnAStoppedChain_Refused(t *testing.T) {
 		require.Len(t, created.Quotes, 1)
 	})
 }
+
+// An invoice opened before one of its chains stopped keeps its options:
+// its public read names the stopped chains among them in delayed_chains
+// (a payment sent there is safe, and credited once the chain runs again),
+// and only those: a chain the invoice no longer offers is not named.
+func TestPublic_ChainStoppedAfterCreation_DelayedChainsListed(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, e *env) {
+		f := newFiatEnv(t, e.st)
+		var mu sync.Mutex
+		stopped := map[uint64]bool{}
+		stop := func(id uint64, on bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			stopped[id] = on
+		}
+		svc := fiatOnTwoChains(t, f, func(id uint64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped[id] {
+				return errors.New("stopped")
+			}
+			return nil
+		})
+		m := f.newMerchant()
+		owner, err := svc.Owner(ctx, m.ID)
+		require.NoError(t, err)
+		created, err := svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
+			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
+		require.NoError(t, err)
+		mux := httpapi.NewMux()
+		svc.Routes(mux)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		delayed := func() any {
+			req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/public/invoice", nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+created.LookupToken)
+			res := send(t, req)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			return res.json(t)["delayed_chains"]
+		}
+		require.Nil(t, delayed(), "absent while every chain runs")
+		stop(otherChain, true)
+		require.Equal(t, []any{float64(otherChain)}, delayed(), "a quote's chain")
+		stop(chainID, true)
+		require.Equal(t, []any{float64(chainID), float64(otherChain)}, delayed(), "both, in order")
+		stop(chainID, false)
+
+		// Once a payment counts on the invoice's chain, the other chain's
+		// quote is no longer offered, and its stop no longer concerns the
+		// payer.
+		stored, err := f.st.GetInvoice(ctx, created.ID)
+		require.NoError(t, err)
+		p := store.Payment{InvoiceID: stored.ID, TxHash: common.HexToHash("0xcd"), LogIndex: 0, BlockNumber: 5, BlockHash: common.Hash{3},
+			From: payer, AmountWei: store.MustParseAmount("1000000"), CreatedAt: f.clock.Now(), Token: &usdcAddr}
+		require.NoError(t, f.st.InsertPayment(ctx, &p))
+		minor := store.MustParseAmount("80")
+		stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
+		require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
+		require.Nil(t, delayed())
+		stop(chainID, true)
+		require.Equal(t, []any{float64(chainID)}, delayed())
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -812,6 +813,10 @@ type publicPayer struct {
 	// at most ConfirmationsRequired (which it equals once CONFIRMED).
 	Confirmations         int `json:"confirmations"`
 	ConfirmationsRequired int `json:"confirmations_required"`
+	// DelayedChains are the chains of the invoice's payment options whose
+	// parts stopped (Config.ChainStopped): a payment sent on one is safe
+	// and is credited once they run again, but shows only then.
+	DelayedChains []uint64 `json:"delayed_chains,omitempty"`
 	publicReceipt
 	// The price, what was paid and remains in fiat, and every accepted
 	// asset of an invoice priced in a fiat currency (absent otherwise).
@@ -937,8 +942,33 @@ func (s *Service) handlePublicInvoice(w http.ResponseWriter, r *http.Request) {
 		MerchantName: m.Name, Description: inv.Description, OrderID: inv.OrderID, RedirectURL: inv.RedirectURL,
 		RemainingPaymentURI: restURI, Underpaid: inv.Underpaid, Overpaid: inv.Overpaid, PaidLate: inv.PaidLate,
 		Confirmations: conf, ConfirmationsRequired: s.chainOf(inv.ChainID).confirmations, publicReceipt: receiptOf(inv, ps),
-		publicFiat: pf,
+		publicFiat: pf, DelayedChains: s.delayedChains(inv, pf),
 	}))
+}
+
+// delayedChains are the chains of inv's payment options — its chain and
+// its quotes' (pf) — whose parts stopped (Config.ChainStopped), in
+// ascending order; nil when none did. Invoices opened before the stop
+// keep their addresses: what is paid meanwhile is indexed, and credited,
+// once the chain runs again, and the checkout page tells the payer so.
+func (s *Service) delayedChains(inv store.Invoice, pf *publicFiat) []uint64 {
+	if s.cfg.ChainStopped == nil {
+		return nil
+	}
+	ids := []uint64{inv.ChainID}
+	if pf != nil {
+		for _, q := range pf.Quotes {
+			ids = append(ids, q.ChainID)
+		}
+	}
+	slices.Sort(ids)
+	var out []uint64
+	for _, id := range slices.Compact(ids) {
+		if s.cfg.ChainStopped(id) != nil {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // handlePublicQRSVG serves the QR code of what the payer should pay now:

@@ -133,7 +133,11 @@ func TestServe_TwoChains_FirstChainsFinalizedBlockReorged_StopsOnlyThatChain(t *
 	t.Parallel()
 	r := newTwoChains(t, roleSet{roleAPI: true, roleGateway: true, roleSettlement: true, roleWebhooks: true},
 		func(c *appConfig) { c.chain.finality, c.chain.confirmations = store.FinalityTag, 0 })
+	open := r.create(map[string]any{"amount_wei": "1000"}) // on the first chain, before the stop
 	r.reorgFinalized(devChainID, `"indexer":"`+problemReorgTooDeep+`"`)
+	// Its checkout learns that payments on the chain are seen late.
+	_, pub := r.api.do("GET", "/v1/public/invoice", nil, map[string]string{"Authorization": "Bearer " + open["lookup_token"].(string)})
+	require.Equal(t, []any{float64(devChainID)}, pub["delayed_chains"], "%v", pub)
 
 	op := apiClient{t: t, base: r.app.httpURL(), key: r.app.adminToken}
 	code, status := op.do("GET", "/v1/admin/status", nil, nil)

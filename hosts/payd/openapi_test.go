@@ -212,4 +212,19 @@ func TestOpenAPI_ValidatedByAnIndependentValidator(t *testing.T) {
 		return validate(call{"POST", "/v1/invoices", `{"amount_wei":"1"}`, []string{"Authorization", merchant,
 			"Content-Type", "application/json", "Idempotency-Key", fmt.Sprint("openapi-stopped-", n)}}) == http.StatusServiceUnavailable
 	}, func() string { return "a 503 for an invoice on the stopped chain" })
+	// An invoice opened before the stop: its public read, as documented,
+	// names the chain in delayed_chains.
+	require.Equal(t, http.StatusOK, validate(call{"GET", "/v1/public/invoice", "", []string{"Authorization", "Bearer " + e.lookupToken}}))
+	req, err := http.NewRequest("GET", e.api+"/v1/public/invoice", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.lookupToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var pub struct {
+		ChainID       uint64   `json:"chain_id"`
+		DelayedChains []uint64 `json:"delayed_chains"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&pub))
+	require.Equal(t, []uint64{pub.ChainID}, pub.DelayedChains)
 }

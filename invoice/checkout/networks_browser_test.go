@@ -54,15 +54,20 @@ func TestCheckout_QuotesOnTwoChains_PickedNetworkIsWhatThePageShowsAndTheWalletP
 		map[string]any{"asset": map[string]any{"symbol": "USDC", "address": usdcD, "decimals": 6}, "chain_id": 9000,
 			"amount": "24990000", "paid": "0", "remaining": "24990000", "rate": "1.0004", "payment_uri": uriD},
 	}
-	invoiceJSON := func(status string, paid string, payments []any) []byte {
-		b, err := json.Marshal(map[string]any{
+	// invoiceJSON is the public read; delayed, its delayed_chains.
+	invoiceJSON := func(status string, paid string, payments []any, delayed ...uint64) []byte {
+		m := map[string]any{
 			"status": status, "chain_id": 1337, "deposit_address": deposit, "invoice_id": 8, "created_at": "2026-11-21T12:00:00Z",
 			"price": map[string]any{"amount": "25.00", "currency": "EUR"}, "paid_value": map[string]any{"amount": paid, "currency": "EUR"},
 			"remaining_value": map[string]any{"amount": "25.00", "currency": "EUR"}, "quotes": quotes,
 			"payment_uri": uriDev, "expires_at": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339),
 			"merchant_name": "shop", "description": "", "order_id": "", "underpaid": false, "overpaid": false, "paid_late": false,
 			"confirmations": 0, "confirmations_required": 12, "payments": payments,
-		})
+		}
+		if len(delayed) > 0 {
+			m["delayed_chains"] = delayed
+		}
+		b, err := json.Marshal(m)
 		require.NoError(t, err)
 		return b
 	}
@@ -264,6 +269,26 @@ func TestCheckout_QuotesOnTwoChains_PickedNetworkIsWhatThePageShowsAndTheWalletP
 	want := "0xa9059cbb" + strings.Repeat("0", 24) + strings.ToLower(deposit[2:]) + fmt.Sprintf("%064x", 24990000)
 	require.Equal(t, []map[string]any{{"from": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "to": usdcD, "value": "0x0",
 		"data": want, "chainId": "0x2328"}}, calls[3].Params, "transfer(deposit, 24.99 USDC) on the 9000 quote's token")
+
+	// evmd's payments are seen late for now (its parts stopped): the
+	// picker says so of its quote, and the page, while evmd is picked,
+	// tells the payer a payment is safe.
+	body.Store(invoiceJSON("PENDING", "0.00", []any{}, 9000))
+	note := func() (text string) {
+		eval(`(() => { const d = document.getElementById("delayed"); return d.hidden ? "" : d.textContent; })()`, &text)
+		return text
+	}
+	until("the delayed note", func() bool { return note() != "" })
+	require.Equal(t, "Payments on evmd, chain id 9000 are seen late right now. A payment you send is safe: it shows here as soon as the network is back.", note())
+	v = look()
+	require.Equal(t, []string{"USDC · dev 25 USDC", "USDC · evmd (delayed) 24.99 USDC"}, v.Options)
+	if dir := os.Getenv("CHECKOUT_SCREENSHOTS"); dir != "" {
+		var shot []byte
+		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(360, 900), chromedp.FullScreenshot(&shot, 100)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "networks-delayed-360.png"), shot, 0o644))
+	}
+	require.NoError(t, chromedp.Run(ctx, chromedp.Focus(`#choices input[value="1"]`, chromedp.ByQuery), chromedp.KeyEvent(kb.ArrowUp)))
+	until("the page back on dev, without the note", func() bool { return look().Network == "dev, chain id 1337" && note() == "" })
 
 	// The receipt: each payment links to its own chain's explorer.
 	onD, onDev := "0x"+strings.Repeat("ab", 32), "0x"+strings.Repeat("ef", 32)

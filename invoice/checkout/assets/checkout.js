@@ -68,6 +68,9 @@
   }
   // payChain is the chain being paid: the picked quote's, else the invoice's.
   const payChain = (inv) => chainOf(quote(inv), inv);
+  // delayed: the deployment sees payments on chain id late for now (its
+  // parts stopped); one sent there is safe and shows once they run again.
+  const delayed = (inv, id) => Array.isArray(inv.delayed_chains) && inv.delayed_chains.includes(id);
   // multiChain: a fiat invoice whose quotes span more than one chain.
   const multiChain = (inv) => !!inv.price && Array.isArray(inv.quotes) && new Set(inv.quotes.map((q) => chainOf(q, inv))).size > 1;
 
@@ -165,7 +168,7 @@
     if (el.textContent !== text) el.textContent = text;
   }
 
-  const SECTIONS = ["details", "pay", "progress", "done", "expired", "return-row", "receipt", "invalid"];
+  const SECTIONS = ["details", "delayed", "pay", "progress", "done", "expired", "return-row", "receipt", "invalid"];
 
   function invalid() {
     inv = null;
@@ -338,6 +341,9 @@
         break;
     }
     setStatus(text, kind);
+    // Paying, or waiting for confirmations, on a chain seen late for now.
+    setText("delayed", t("delayed", args));
+    show("delayed", (paying || st === "seen") && delayed(inv, payChain(inv)));
     offerReturn(final, st === "done");
     renderReceipt(st, as, a, fmt, payments);
     lastState = st;
@@ -388,7 +394,8 @@
       const n = net(id);
       const symbol = a.symbol || n.native_symbol;
       const d = Number.isInteger(a.decimals) ? a.decimals : n.native_decimals;
-      return [multi ? t("asset_network", { symbol, network: shortName(id) }) : symbol, local(formatUnits(big(q.remaining), d)) + " " + symbol];
+      const name = multi ? t("asset_network", { symbol, network: shortName(id) }) : symbol;
+      return [delayed(inv, id) ? t("choice_delayed", { name }) : name, local(formatUnits(big(q.remaining), d)) + " " + symbol];
     });
     setText("choice-hint", multi ? t("choice_networks") : "");
     show("choice-hint", multi);
