@@ -35,6 +35,10 @@ type SweepStore interface {
 	// nonce, whatever its status (replaced and failed ones included), by
 	// id: an original and its replacements.
 	ListSweepTxsByNonce(ctx context.Context, from common.Address, kind string, nonce uint64) ([]SweepTx, error)
+	// ListFailedSweepTxs returns the FAILED transactions of kind from addr,
+	// by nonce then id: the sweep looks again for a receipt of those a
+	// release before v0.3.0 failed wrongly (sweep/recheck.go).
+	ListFailedSweepTxs(ctx context.Context, from common.Address, kind string) ([]SweepTx, error)
 	// IsDepositAddress reports whether addr is the deposit address of an
 	// invoice, archived ones included.
 	IsDepositAddress(ctx context.Context, addr common.Address) (bool, error)

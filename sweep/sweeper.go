@@ -46,6 +46,9 @@ type Sweeper struct {
 	// walletsRecorded: the sweep wallet and gas funder are in the store's
 	// service wallets (ledger.go).
 	walletsRecorded atomic.Bool
+	// failedRechecked: the top-ups recorded FAILED were looked at again
+	// (recheck.go).
+	failedRechecked atomic.Bool
 
 	// tipHook, set by tests only, replaces the node's suggested tip: a tip
 	// below the miner's minimum makes the simulated node accept a
@@ -138,6 +141,9 @@ func (s *Sweeper) runOnce(ctx context.Context, stop <-chan struct{}) error {
 	p, err := s.newPass(ctx)
 	if err != nil {
 		return err
+	}
+	if err := s.recheckFailed(ctx, p); err != nil {
+		s.log.WarnContext(ctx, "sweep: looking again at failed top-ups", slog.String("error", err.Error()))
 	}
 	if err := s.tendAccounts(ctx, p); err != nil {
 		s.log.WarnContext(ctx, "sweep: gas funder", slog.String("error", err.Error()))

@@ -21,6 +21,7 @@ func sweepTests() []test {
 		{"Sweep_ListUnminedSweepTxs", testListUnminedSweepTxs},
 		{"Sweep_ListInvoicesBySweepStatus", testListInvoicesBySweepStatus},
 		{"Sweep_ListSweepTxsByNonce", testListSweepTxsByNonce},
+		{"Sweep_ListFailedSweepTxs", testListFailedSweepTxs},
 		{"Sweep_IsDepositAddress", testIsDepositAddress},
 	}
 }
@@ -283,6 +284,22 @@ func testListSweepTxsByNonce(t *testing.T, st store.Store) {
 	none, err := st.ListSweepTxsByNonce(ctx, funder, store.SweepTxTopUp, 9)
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+func testListFailedSweepTxs(t *testing.T, st store.Store) {
+	funder, wallet := randAddr(), randAddr()
+	late := newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 7, store.SweepTxFailed)
+	newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 7, store.SweepTxSent)
+	early := newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 3, store.SweepTxFailed)
+	newSweepTx(t, st, store.SweepTxTopUp, nil, funder, wallet, 4, store.SweepTxReplaced)
+	newSweepTx(t, st, store.SweepTxFunding, nil, funder, wallet, 5, store.SweepTxFailed)
+	newSweepTx(t, st, store.SweepTxTopUp, nil, randAddr(), wallet, 6, store.SweepTxFailed)
+
+	got, err := st.ListFailedSweepTxs(ctx, funder, store.SweepTxTopUp)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "FAILED only; other kinds and senders not")
+	require.Equal(t, []int64{early.ID, late.ID}, []int64{got[0].ID, got[1].ID}, "by nonce")
+	require.Equal(t, store.SweepTxFailed, got[0].Status)
 }
 
 func testIsDepositAddress(t *testing.T, st store.Store) {

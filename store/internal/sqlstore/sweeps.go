@@ -79,6 +79,18 @@ func (s *Store) ListSweepTxsByNonce(ctx context.Context, from common.Address, ki
 	return ts, err
 }
 
+// ListFailedSweepTxs implements store.SweepStore.
+func (s *Store) ListFailedSweepTxs(ctx context.Context, from common.Address, kind string) ([]store.SweepTx, error) {
+	c, err := s.chainID()
+	if err != nil {
+		return nil, err
+	}
+	var ts []store.SweepTx
+	err = s.sel(ctx, &ts, `SELECT `+sweepTxColumns+` FROM sweep_txs
+		WHERE from_address = ? AND chain_id = ? AND kind = ? AND status = ? ORDER BY nonce, id`, from, c, kind, store.SweepTxFailed)
+	return ts, err
+}
+
 // IsDepositAddress implements store.SweepStore.
 func (s *Store) IsDepositAddress(ctx context.Context, addr common.Address) (bool, error) {
 	var n int
