@@ -209,14 +209,7 @@ func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
 
 		// Once a payment counts (here on the invoice's chain), only that
 		// chain's quotes are offered.
-		stored, err := f.st.GetInvoice(ctx, created.ID)
-		require.NoError(t, err)
-		p := store.Payment{InvoiceID: stored.ID, TxHash: common.HexToHash("0xcc"), LogIndex: 0, BlockNumber: 5, BlockHash: common.Hash{3},
-			From: payer, AmountWei: store.MustParseAmount("1000000"), CreatedAt: f.clock.Now(), Token: &usdcAddr}
-		require.NoError(t, f.st.InsertPayment(ctx, &p))
-		minor := store.MustParseAmount("80")
-		stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
-		require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
+		payOneUSDC(t, f, created.ID, common.HexToHash("0xcc"))
 		pub = get("/v1/public/invoice").json(t)
 		qs = quotesOf(t, pub)
 		require.Len(t, qs, 1, "the other chain's quote is no longer offered")
@@ -421,16 +414,23 @@ func TestPublic_ChainStoppedAfterCreation_DelayedChainsListed(t *testing.T) {
 		// Once a payment counts on the invoice's chain, the other chain's
 		// quote is no longer offered, and its stop no longer concerns the
 		// payer.
-		stored, err := f.st.GetInvoice(ctx, created.ID)
-		require.NoError(t, err)
-		p := store.Payment{InvoiceID: stored.ID, TxHash: common.HexToHash("0xcd"), LogIndex: 0, BlockNumber: 5, BlockHash: common.Hash{3},
-			From: payer, AmountWei: store.MustParseAmount("1000000"), CreatedAt: f.clock.Now(), Token: &usdcAddr}
-		require.NoError(t, f.st.InsertPayment(ctx, &p))
-		minor := store.MustParseAmount("80")
-		stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
-		require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
+		payOneUSDC(t, f, created.ID, common.HexToHash("0xcd"))
 		require.Nil(t, delayed())
 		stop(chainID, true)
 		require.Equal(t, []any{float64(chainID)}, delayed())
 	})
+}
+
+// payOneUSDC records a payment of 1 USDC (0.80 EUR) on invoice id's own
+// chain, counted: the invoice is on that chain for good.
+func payOneUSDC(t *testing.T, f *fiatEnv, id int64, tx common.Hash) {
+	t.Helper()
+	stored, err := f.st.GetInvoice(ctx, id)
+	require.NoError(t, err)
+	p := store.Payment{InvoiceID: stored.ID, TxHash: tx, LogIndex: 0, BlockNumber: 5, BlockHash: common.Hash{3},
+		From: payer, AmountWei: store.MustParseAmount("1000000"), CreatedAt: f.clock.Now(), Token: &usdcAddr}
+	require.NoError(t, f.st.InsertPayment(ctx, &p))
+	minor := store.MustParseAmount("80")
+	stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
+	require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
 }
