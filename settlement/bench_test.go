@@ -53,6 +53,36 @@ func BenchmarkBlock(b *testing.B) {
 	}
 }
 
+// BenchmarkBlockPayments is BenchmarkBlock at 100,000 pending invoices
+// with fewer or more of the block's 1,000 transactions paying one
+// (paying=N; BenchmarkBlock's is 50; paying=-1 is none), so that the
+// round's cost splits into what every block costs and what each payment
+// (and its confirmation, 12 blocks later) adds.
+//
+//	go test -run '^$' -bench '^BenchmarkBlockPayments$' -benchtime 200x -timeout 30m ./settlement
+func BenchmarkBlockPayments(b *testing.B) {
+	var r *blockBench
+	parent := b
+	for _, paying := range []int{-1, 5, 20, 50} {
+		b.Run(fmt.Sprintf("paying=%d", max(paying, 0)), func(b *testing.B) {
+			if r == nil {
+				r = newBlockBench(b, pgtest.New(parent), 100_000)
+			}
+			r.f.t = b
+			if r.paying != paying {
+				// Confirmations follow payments 12 blocks later: run the
+				// new rate that long before timing it.
+				r.paying = paying
+				for range 13 {
+					r.mine()
+					require.NoError(b, r.s.sync(ctx, nil))
+				}
+			}
+			r.run(b)
+		})
+	}
+}
+
 // blockBench is one database with pending PENDING invoices and a Settler
 // caught up with its indexed chain.
 type blockBench struct {
@@ -60,7 +90,10 @@ type blockBench struct {
 	f       *fixture
 	s       *Settler
 	pending int
-	next    int    // the next pending invoice to pay
+	// paying is how many of a block's 1,000 transactions pay an invoice
+	// (BenchmarkBlock's: 50); 0 is taken as 50.
+	paying int
+	next   int // the next pending invoice to pay
 	prefix  string // the seeded addresses' prefix (seededAddressOf)
 }
 
@@ -118,16 +151,27 @@ func (r *blockBench) run(b *testing.B) {
 	var paid int
 	require.NoError(b, r.st.DB().GetContext(ctx, &paid, `SELECT count(*) FROM payments WHERE block_number > 0`))
 	require.Equal(b, r.next, paid)
-	require.Greater(b, r.next, paidBefore)
+	if r.payments() > 0 {
+		require.Greater(b, r.next, paidBefore)
+	}
 }
 
-// mine indexes the next block: 1,000 transactions, every 20th paying the
-// next seeded invoice in full.
+// payments is how many transactions of a block pay an invoice.
+func (r *blockBench) payments() int {
+	if r.paying == 0 {
+		return 50
+	}
+	return max(r.paying, 0)
+}
+
+// mine indexes the next block: 1,000 transactions, of which payments()
+// (evenly spread) each pay the next seeded invoice in full.
 func (r *blockBench) mine() {
 	txs := make([]store.Transaction, 0, 1000)
+	paying := r.payments()
 	for j := 0; j < 1000; j++ {
 		to := randAddr()
-		if j%20 == 0 {
+		if paying > 0 && j%(1000/paying) == 0 {
 			to = seededAddressOf(r.prefix, r.next%r.pending)
 			r.next++
 		}

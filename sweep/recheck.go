@@ -28,7 +28,8 @@ import (
 // take the lock, or sees a receipt above its block, leaves it to the
 // next pass.
 func (s *Sweeper) recheckFailed(ctx context.Context, p *pass) error {
-	if s.failedRechecked.Load() {
+	senders := s.topUpSenders()
+	if s.failedRechecked.Load() || len(senders) == 0 {
 		return nil
 	}
 	lock, err := s.st.TryLock(ctx, funderLock)
@@ -40,7 +41,7 @@ func (s *Sweeper) recheckFailed(ctx context.Context, p *pass) error {
 	}
 	defer func() { _ = lock.Unlock() }()
 	done := true
-	for _, from := range s.topUpSenders() {
+	for _, from := range senders {
 		failed, err := s.st.ListFailedSweepTxs(ctx, from, store.SweepTxTopUp)
 		if err != nil {
 			return err
