@@ -93,8 +93,8 @@ type blockBench struct {
 	// paying is how many of a block's 1,000 transactions pay an invoice
 	// (BenchmarkBlock's: 50); 0 is taken as 50.
 	paying int
-	next   int // the next pending invoice to pay
-	prefix  string // the seeded addresses' prefix (seededAddressOf)
+	next   int    // the next pending invoice to pay
+	prefix string // the seeded addresses' prefix (seededAddressOf)
 }
 
 func newBlockBench(b *testing.B, st *postgres.Store, pending int) *blockBench {
