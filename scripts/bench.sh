@@ -24,6 +24,7 @@ for part in "${parts[@]}"; do
 	invoice) go run ./hosts/invoice-load -db "$PG_URL" -duration 15s ;;
 	indexer) go test -run '^$' -bench 'Backfill' -benchtime 1x -timeout 30m ./indexer ;;
 	settlement) go test -run '^$' -bench 'BenchmarkBlock$' -benchtime 200x -timeout 30m ./settlement
+		go test -run '^$' -bench '^BenchmarkBlockPayments$' -benchtime 200x -timeout 30m ./settlement
 		go test -run '^$' -bench BenchmarkBlockThreeChains -benchtime 100x -timeout 60m ./settlement ;;
 	sweep) go test -run '^$' -bench Sweep100 -benchtime 3x -timeout 30m ./sweep ;;
 	webhook) go test -run '^$' -bench Deliver10k -benchtime 1x -count 5 -timeout 30m ./webhook ;;
