@@ -166,12 +166,7 @@ func TestFiat_AcceptOnAnotherChain_AQuoteOnThatChain(t *testing.T) {
 	bothStores(t, func(t *testing.T, e *env) {
 		f := newFiatEnv(t, e.st)
 		svc := fiatOnTwoChains(t, f, nil)
-		m := f.newMerchant()
-		owner, err := svc.Owner(ctx, m.ID)
-		require.NoError(t, err)
-		created, err := svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
-			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
-		require.NoError(t, err)
+		owner, created := acceptOnBoth(t, f, svc)
 		require.EqualValues(t, chainID, created.ChainID)
 		require.Len(t, created.Quotes, 2)
 		deposit := created.DepositAddress
@@ -386,12 +381,7 @@ func TestPublic_ChainStoppedAfterCreation_DelayedChainsListed(t *testing.T) {
 			}
 			return nil
 		})
-		m := f.newMerchant()
-		owner, err := svc.Owner(ctx, m.ID)
-		require.NoError(t, err)
-		created, err := svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
-			Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
-		require.NoError(t, err)
+		_, created := acceptOnBoth(t, f, svc)
 		mux := httpapi.NewMux()
 		svc.Routes(mux)
 		srv := httptest.NewServer(mux)
@@ -433,4 +423,17 @@ func payOneUSDC(t *testing.T, f *fiatEnv, id int64, tx common.Hash) {
 	minor := store.MustParseAmount("80")
 	stored.PaidValue, stored.PaidWei = &minor, p.AmountWei
 	require.NoError(t, f.st.UpdateInvoice(ctx, &stored))
+}
+
+// acceptOnBoth creates, for a new merchant (its owner returned), an
+// 8 EUR invoice accepting USDC on the service's chain and on otherChain.
+func acceptOnBoth(t *testing.T, f *fiatEnv, svc *invoice.Service) (invoice.Principal, invoice.Created) {
+	t.Helper()
+	m := f.newMerchant()
+	owner, err := svc.Owner(ctx, m.ID)
+	require.NoError(t, err)
+	created, err := svc.CreateInvoice(ctx, owner, "x-1", invoice.InvoiceParams{
+		Price: &invoice.Price{Amount: "8.00", Currency: "EUR"}, Accept: []string{"USDC", "USDC@9000"}})
+	require.NoError(t, err)
+	return owner, created
 }
