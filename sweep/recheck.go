@@ -3,11 +3,9 @@ package sweep
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 
-	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/evmpay/evmpay/store"
@@ -74,22 +72,11 @@ func (s *Sweeper) recheckNonce(ctx context.Context, p *pass, from common.Address
 		return false, nil
 	}
 	sl := &slot{kind: store.SweepTxTopUp, from: from, nonce: nonce, txs: all}
-	for i := range sl.txs {
-		r, err := s.chain.TransactionReceipt(ctx, sl.txs[i].TxHash)
-		if errors.Is(err, ethereum.NotFound) {
-			continue // not ours that used the nonce, or dropped
-		}
-		if err != nil {
-			return false, fmt.Errorf("receipt of %s: %w", sl.txs[i].TxHash.Hex(), err)
-		}
-		if r.BlockNumber == nil || r.BlockNumber.Uint64() > p.number {
-			return true, nil
-		}
-		sl.mined, sl.receipt = &sl.txs[i], r
-		break
+	if err := s.findMined(ctx, p, sl, true); err != nil {
+		return false, err
 	}
 	if sl.mined == nil {
-		return false, nil
+		return sl.minedAbove, nil
 	}
 	if err := s.syncSlot(ctx, p, sl); err != nil {
 		return false, err

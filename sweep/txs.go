@@ -93,10 +93,21 @@ func (s *Sweeper) nonceSlots(ctx context.Context, unmined []store.SweepTx, kind 
 // records what it finds: which one is mined, or that a mined one was
 // reorged out (back to SENT, to be re-broadcast).
 func (s *Sweeper) refresh(ctx context.Context, p *pass, sl *slot) error {
+	if err := s.findMined(ctx, p, sl, false); err != nil {
+		return err
+	}
+	return s.syncSlot(ctx, p, sl)
+}
+
+// findMined sets sl.mined and sl.receipt to the transaction of the slot
+// (newest first) the node has a receipt of at or below the pass's block,
+// and sl.minedAbove when one is mined above it. FAILED transactions are
+// asked about only withFailed (recheck.go).
+func (s *Sweeper) findMined(ctx context.Context, p *pass, sl *slot, withFailed bool) error {
 	sl.mined, sl.receipt, sl.minedAbove = nil, nil, false
 	for i := len(sl.txs) - 1; i >= 0; i-- {
 		t := &sl.txs[i]
-		if t.Status == store.SweepTxFailed {
+		if t.Status == store.SweepTxFailed && !withFailed {
 			continue
 		}
 		r, err := s.chain.TransactionReceipt(ctx, t.TxHash)
@@ -111,9 +122,9 @@ func (s *Sweeper) refresh(ctx context.Context, p *pass, sl *slot) error {
 			continue
 		}
 		sl.mined, sl.receipt = t, r
-		break
+		return nil
 	}
-	return s.syncSlot(ctx, p, sl)
+	return nil
 }
 
 func (s *Sweeper) syncSlot(ctx context.Context, p *pass, sl *slot) error {
