@@ -336,17 +336,20 @@ func (r *stopReads) stopped(db store.Store, id uint64) error {
 	return e.err(id)
 }
 
-// err is the recorded stop as the error the stopping process saw
-// (chainProblem names it the same), or nil.
+// recordedCauses are the errors a stop record's problem stands for, so
+// that chainProblem names a recorded stop as the stopping process did.
+var recordedCauses = map[string]error{
+	problemReorgTooDeep: store.ErrReorgTooDeep,
+	problemAnotherChain: indexer.ErrWrongChain,
+}
+
+// err is the recorded stop as the error the stopping process saw, or nil.
 func (e stopRead) err(id uint64) error {
-	cause, ok := map[string]error{
-		problemReorgTooDeep: store.ErrReorgTooDeep,
-		problemAnotherChain: indexer.ErrWrongChain,
-	}[e.problem]
-	switch {
-	case e.problem == "":
+	if e.problem == "" {
 		return nil
-	case !ok: // a problem a later version records
+	}
+	cause, ok := recordedCauses[e.problem]
+	if !ok { // a problem a later version records
 		return fmt.Errorf("chain %d's parts stopped at %s: %s", id, e.at.Format(time.RFC3339), e.problem)
 	}
 	return fmt.Errorf("chain %d's parts stopped at %s, as the process that runs them recorded: %w",

@@ -296,9 +296,11 @@ func (a *app) serveStatus(w http.ResponseWriter, r *http.Request) {
 	rep.Chain = reportOf(a.chainStatus()).stoppedBy(a.chainStopped(a.chainID))
 	chainsOK := rep.Chain.Problem == ""
 	for _, u := range a.others {
-		o := otherChainReport{chainReport: chainReport{ChainID: u.id}, Elsewhere: true}
-		if u.svc != nil {
-			o = otherChainReport{chainReport: reportOf(u.svc.Identity.Status())}
+		var o otherChainReport
+		if u.svc == nil {
+			o = otherChainReport{chainReport: chainReport{ChainID: u.id}, Elsewhere: true}
+		} else {
+			o.chainReport = reportOf(u.svc.Identity.Status())
 			if u.pool != nil {
 				o.Nodes = u.pool.Status()
 			}
